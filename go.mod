@@ -1,9 +1,5 @@
 module github.com/goverbs/goverbs
 
-go 1.24.0
+go 1.26.0
 
-require (
-	github.com/cilium/ebpf v0.22.0 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-)
+require golang.org/x/sys v0.49.0

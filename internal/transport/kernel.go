@@ -1,0 +1,59 @@
+package transport
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+)
+
+// Kernel executes framed commands. The real one makes the system calls;
+// tests substitute a replay of a transcript recorded on a real kernel.
+// Both return nil or a unix.Errno.
+type Kernel interface {
+	// Ioctl sends q with driver in the header. Afterwards q's attribute
+	// array and output buffers hold what the kernel wrote.
+	Ioctl(fd int, q *Ioctl, driver abi.DriverID) error
+	// Write writes buf, a framed write() command whose response pointer (if
+	// any) refers to resp, and returns when the kernel has filled resp.
+	Write(fd int, buf, resp []byte) error
+}
+
+// System is the Kernel that makes real system calls.
+type System struct{}
+
+// Ioctl implements Kernel.
+func (System) Ioctl(fd int, q *Ioctl, driver abi.DriverID) error {
+	q.w.hdr = q.header(driver)
+	for i := 0; i < q.n; i++ {
+		if k := q.kinds[i]; (k == kindPtrIn || k == kindPtrOut) && len(q.bufs[i]) > 0 {
+			// The buffers are ordinary Go memory referenced from q, which
+			// stays reachable (KeepAlive below); the heap does not move.
+			q.w.attrs[i].Data = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(q.bufs[i]))))
+		}
+	}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
+	runtime.KeepAlive(q)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// Write implements Kernel.
+func (System) Write(fd int, buf, resp []byte) error {
+	n, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(resp)
+	if errno != 0 {
+		return errno
+	}
+	if int(n) != len(buf) {
+		// The kernel returns the full length or an error; anything else
+		// means the command was not taken as a whole.
+		return unix.EIO
+	}
+	return nil
+}
