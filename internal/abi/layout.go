@@ -35,4 +35,6 @@ var Layouts = []Layout{
 	{"ib_uverbs_alloc_pd", AllocPD{}, "ib_uverbs"},
 	{"ib_uverbs_alloc_pd_resp", AllocPDResp{}, "ib_uverbs"},
 	{"ib_uverbs_dealloc_pd", DeallocPD{}, "ib_uverbs"},
+	{"mlx5_ib_alloc_ucontext_req_v2", MLX5AllocUcontextReqV2{}, "mlx5_ib"},
+	{"mlx5_ib_alloc_ucontext_resp", MLX5AllocUcontextResp{}, "mlx5_ib"},
 }

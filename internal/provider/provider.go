@@ -1,0 +1,110 @@
+// Package provider is the contract between the uverbs core and the
+// vendor providers (provider/rxe, provider/mlx5): what a provider adds to
+// each command as driver data, and the registry that picks one by driver ID.
+//
+// Providers know nothing of each other and nothing of package uverbs; uverbs
+// knows providers only through these interfaces.
+package provider
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// Provider is the user-space half of one kernel RDMA driver.
+type Provider interface {
+	// Name is the provider's short name, e.g. "rxe".
+	Name() string
+	// DriverID is the kernel's enum rdma_driver_id value for the driver.
+	DriverID() abi.DriverID
+	// ABIVersions is the range of the driver's uverbs ABI
+	// (/sys/class/infiniband_verbs/uverbsN/abi_version) the provider speaks.
+	ABIVersions() (min, max int)
+	// MatchName reports whether an IB device name belongs to the driver, for
+	// kernels that do not report the driver ID over netlink.
+	MatchName(ibdev string) bool
+	// NewContext starts the provider's state for a new device context.
+	NewContext(dev Device) (Context, error)
+}
+
+// Device describes the device a context is opened on.
+type Device struct {
+	Name       string // IB device name, e.g. "rxe0"
+	ABIVersion int    // the driver's uverbs ABI version
+}
+
+// Context is a provider's per-context state.
+type Context interface {
+	// GetContextData returns the driver request of GET_CONTEXT and a buffer
+	// for the driver response (either may be empty).
+	GetContextData() (in, out []byte)
+	// Started runs once GET_CONTEXT has succeeded and the response buffer
+	// is filled; the provider may send its own commands on conn.
+	Started(conn *transport.Conn) error
+	// FirmwareVersion formats the raw fw_ver of QUERY_DEVICE the way the
+	// provider's libibverbs counterpart does.
+	FirmwareVersion(raw uint64) string
+	// Close releases the provider's resources (mappings, driver objects).
+	Close() error
+}
+
+var (
+	mu        sync.RWMutex
+	providers = map[abi.DriverID]Provider{}
+)
+
+// Register makes a provider available; providers call it from init.
+func Register(p Provider) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := providers[p.DriverID()]; dup {
+		panic(fmt.Sprintf("provider: driver %d registered twice", p.DriverID()))
+	}
+	providers[p.DriverID()] = p
+}
+
+// Lookup returns the provider for a driver ID.
+func Lookup(id abi.DriverID) (Provider, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	p, ok := providers[id]
+	return p, ok
+}
+
+// MatchName returns the provider claiming an IB device name, the fallback
+// for kernels whose netlink does not report the driver ID.
+func MatchName(ibdev string) (Provider, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, p := range providers {
+		if p.MatchName(ibdev) {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Known maps the drivers goverbs has a provider for to the package that
+// implements it, so a missing import can be named in the error.
+var Known = map[abi.DriverID]struct{ Name, Import string }{
+	abi.DriverRXE:  {"rxe", "github.com/goverbs/goverbs/provider/rxe"},
+	abi.DriverMLX5: {"mlx5", "github.com/goverbs/goverbs/provider/mlx5"},
+}
+
+// DriverName returns the kernel's name for a driver ID, for messages.
+func DriverName(id abi.DriverID) string {
+	names := map[abi.DriverID]string{
+		abi.DriverMLX5: "mlx5", abi.DriverMLX4: "mlx4", abi.DriverCXGB3: "cxgb3", abi.DriverCXGB4: "cxgb4",
+		abi.DriverMTHCA: "mthca", abi.DriverBNXTRE: "bnxt_re", abi.DriverOCRDMA: "ocrdma", abi.DriverNES: "nes",
+		abi.DriverIRDMA: "irdma", abi.DriverVMWPVRDMA: "vmw_pvrdma", abi.DriverQEDR: "qedr", abi.DriverHNS: "hns",
+		abi.DriverUSNIC: "usnic", abi.DriverRXE: "rxe", abi.DriverHFI1: "hfi1", abi.DriverQIB: "qib",
+		abi.DriverEFA: "efa", abi.DriverSIW: "siw", abi.DriverERDMA: "erdma", abi.DriverMANA: "mana",
+	}
+	if n, ok := names[id]; ok {
+		return n
+	}
+	return fmt.Sprintf("driver %d", uint32(id))
+}

@@ -1,0 +1,39 @@
+// Package rxe is the goverbs provider for Soft-RoCE (the kernel's rdma_rxe
+// driver): RoCE v2 over any Ethernet netdev, done in software.
+//
+// Importing the package registers the provider; package uverbs links it in
+// by default.
+package rxe
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+func init() { provider.Register(rxeProvider{}) }
+
+type rxeProvider struct{}
+
+func (rxeProvider) Name() string                { return "rxe" }
+func (rxeProvider) DriverID() abi.DriverID      { return abi.DriverRXE }
+func (rxeProvider) ABIVersions() (int, int)     { return 1, 2 }
+func (rxeProvider) MatchName(ibdev string) bool { return strings.HasPrefix(ibdev, "rxe") }
+
+func (rxeProvider) NewContext(provider.Device) (provider.Context, error) { return &context{}, nil }
+
+// context is rxe's per-context state. rxe's GET_CONTEXT carries no driver
+// data in either direction.
+type context struct{}
+
+func (*context) GetContextData() (in, out []byte) { return nil, nil }
+func (*context) Started(*transport.Conn) error    { return nil }
+func (*context) Close() error                     { return nil }
+
+// FirmwareVersion formats fw_ver as librxe does: 16-bit major.minor.sub.
+func (*context) FirmwareVersion(raw uint64) string {
+	return fmt.Sprintf("%d.%d.%d", (raw>>32)&0xffff, (raw>>16)&0xffff, raw&0xffff)
+}
