@@ -99,6 +99,9 @@ const (
 	OpDestroyMR
 	OpDestroyAH
 	OpDestroyMW
+	// OpQueryGID covers the GID entry and table methods: a kernel has both
+	// or neither (rdma-core keys them on one bit too).
+	OpQueryGID
 	opCount
 )
 
