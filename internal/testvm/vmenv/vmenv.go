@@ -1,0 +1,121 @@
+// Package vmenv tells tests whether they run inside the goverbs test VM and
+// gives them its fixed RDMA set-up. It has no dependency on the host-side
+// harness, so importing it costs a test binary nothing but a few os calls.
+//
+// The VM (see internal/testvm) loads rdma_rxe, joins two veth ends va and vb
+// (10.99.0.1/24 and 10.99.0.2/24) and puts rxe0 on va and rxe1 on vb, with
+// both ports ACTIVE and GID index 1 filled before the test binary starts.
+package vmenv
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Environment variables the guest init sets for the program it runs.
+const (
+	// EnvKernelName holds the harness's kernel name, e.g. "6.1" or "6.12".
+	EnvKernelName = "GOVERBS_VM"
+	// EnvKernelRelease holds the guest's uname -r, e.g. "6.1.0-56-amd64".
+	EnvKernelRelease = "GOVERBS_VM_KERNEL"
+)
+
+// The fixed RDMA topology of the VM.
+const (
+	RXE0    = "rxe0"      // rxe device on netdev va
+	RXE1    = "rxe1"      // rxe device on netdev vb
+	NetdevA = "va"        // veth end under rxe0
+	NetdevB = "vb"        // veth end under rxe1
+	AddrA   = "10.99.0.1" // IPv4 address of va (/24); rxe0's GID index 1 maps it
+	AddrB   = "10.99.0.2" // IPv4 address of vb (/24); rxe1's GID index 1 maps it
+	// GIDIndex is the RoCEv2 IPv4-mapped GID the VM waits for on both ports.
+	GIDIndex = 1
+)
+
+// Paths probed; variables so tests of this package can point them elsewhere.
+var (
+	sysClassInfiniband = "/sys/class/infiniband"
+	devInfiniband      = "/dev/infiniband"
+)
+
+// InVM reports whether the process runs inside the goverbs test VM.
+func InVM() bool { return os.Getenv(EnvKernelName) != "" }
+
+// KernelName returns the harness's name of the guest kernel ("6.1", "6.12"),
+// or "" outside the VM.
+func KernelName() string { return os.Getenv(EnvKernelName) }
+
+// KernelRelease returns the guest's uname -r, or "" outside the VM.
+func KernelRelease() string { return os.Getenv(EnvKernelRelease) }
+
+// ErrNoDevice reports that an RDMA device the test needs is absent.
+var ErrNoDevice = errors.New("rdma device not available")
+
+// CheckDevice reports why the named RDMA device (as in
+// /sys/class/infiniband) cannot be used, or nil if it is there together with
+// /dev/infiniband. The error wraps ErrNoDevice.
+func CheckDevice(name string) error {
+	if _, err := os.Stat(devInfiniband); err != nil {
+		return fmt.Errorf("%w: no %s (%v)", ErrNoDevice, devInfiniband, errors.Unwrap(err))
+	}
+	if _, err := os.Stat(filepath.Join(sysClassInfiniband, name)); err != nil {
+		have := deviceNames()
+		return fmt.Errorf("%w: no %s in %s (present: %s)", ErrNoDevice, name, sysClassInfiniband, strings.Join(have, ", "))
+	}
+	return nil
+}
+
+// RequireDevice stops the test unless the named RDMA device is present:
+// outside the VM it skips with the reason, inside the VM (where the harness
+// promised the device) it fails.
+func RequireDevice(t testing.TB, name string) {
+	t.Helper()
+	err := CheckDevice(name)
+	if err == nil {
+		return
+	}
+	if InVM() {
+		t.Fatalf("inside the test VM (kernel %s): %v", KernelName(), err)
+	}
+	t.Skipf("%v; not in the test VM (run through internal/testvm: make vmtest)", err)
+}
+
+// RequireRXE returns the name of an rxe device to test on: rxe0 inside the
+// VM (failing the test if it is missing); outside, the first rxe* device of
+// the host, or a skip with the reason.
+func RequireRXE(t testing.TB) string {
+	t.Helper()
+	if InVM() {
+		RequireDevice(t, RXE0)
+		return RXE0
+	}
+	for _, name := range deviceNames() {
+		if strings.HasPrefix(name, "rxe") && CheckDevice(name) == nil {
+			return name
+		}
+	}
+	RequireDevice(t, RXE0) // skips with the precise reason
+	return RXE0
+}
+
+func deviceNames() []string {
+	entries, err := os.ReadDir(sysClassInfiniband)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return []string{"(" + err.Error() + ")"}
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
