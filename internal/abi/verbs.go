@@ -440,3 +440,49 @@ type AsyncEventDesc struct {
 type CompEventDesc struct {
 	CQHandle uint64
 }
+
+// QP types (enum ib_uverbs_qp_type).
+const (
+	QPTypeRC        = 2
+	QPTypeUC        = 3
+	QPTypeUD        = 4
+	QPTypeRawPacket = 8
+	QPTypeXRCIni    = 9
+	QPTypeXRCTgt    = 10
+	QPTypeDriver    = 0xff
+)
+
+// QP create flags of the ioctl path (enum ib_uverbs_qp_create_flags).
+const (
+	QPCreateBlockMulticastLoopback = 1 << 1
+	QPCreateScatterFCS             = 1 << 8
+	QPCreateCVLANStripping         = 1 << 9
+	QPCreatePCIWriteEndPadding     = 1 << 11
+	QPCreateSQSigAll               = 1 << 12
+)
+
+// Modify-QP attribute mask bits (enum ib_uverbs_qp_attr_mask / IBV_QP_*).
+const (
+	QPAttrState            = 1 << 0
+	QPAttrCurState         = 1 << 1
+	QPAttrEnSQDAsyncNotify = 1 << 2
+	QPAttrAccessFlags      = 1 << 3
+	QPAttrPkeyIndex        = 1 << 4
+	QPAttrPort             = 1 << 5
+	QPAttrQkey             = 1 << 6
+	QPAttrAV               = 1 << 7
+	QPAttrPathMTU          = 1 << 8
+	QPAttrTimeout          = 1 << 9
+	QPAttrRetryCnt         = 1 << 10
+	QPAttrRNRRetry         = 1 << 11
+	QPAttrRQPSN            = 1 << 12
+	QPAttrMaxQPRdAtomic    = 1 << 13
+	QPAttrAltPath          = 1 << 14
+	QPAttrMinRNRTimer      = 1 << 15
+	QPAttrSQPSN            = 1 << 16
+	QPAttrMaxDestRdAtomic  = 1 << 17
+	QPAttrPathMigState     = 1 << 18
+	QPAttrCap              = 1 << 19
+	QPAttrDestQPN          = 1 << 20
+	QPAttrRateLimit        = 1 << 25
+)

@@ -108,3 +108,83 @@ func DriverName(id abi.DriverID) string {
 	}
 	return fmt.Sprintf("driver %d", uint32(id))
 }
+
+// CQContext is implemented by provider contexts that support completion
+// queues.
+type CQContext interface {
+	// NewCQ prepares a CQ of at least cqe entries: the provider allocates
+	// what the kernel needs to see (mlx5: the ring and doorbell record) and
+	// returns the driver data to send.
+	NewCQ(cqe int) (CQ, error)
+}
+
+// CQ is a provider's half of a completion queue.
+type CQ interface {
+	// CreateData returns the CREATE_CQ driver request and a buffer for the
+	// driver response.
+	CreateData() (in, out []byte)
+	// Created runs once the kernel created the CQ (cqe: the capacity it
+	// granted); rxe maps the kernel's queue here.
+	Created(conn *transport.Conn, handle uint32, cqe int) error
+	// Destroyed releases the provider's resources after the kernel
+	// destroyed the CQ, or after a failed create.
+	Destroyed() error
+}
+
+// QPType is a queue pair transport (IB_UVERBS_QPT_*).
+type QPType uint8
+
+// QPInit is what a provider needs to know to prepare a QP.
+type QPInit struct {
+	Type          QPType
+	MaxSendWr     uint32
+	MaxRecvWr     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+	HasSRQ        bool
+	SQSigAll      bool
+}
+
+// QPContext is implemented by provider contexts that support queue pairs.
+type QPContext interface {
+	// NewQP prepares a QP; the provider may refuse a type it does not
+	// support with an error matching transport.ErrNotSupported.
+	NewQP(init QPInit) (QP, error)
+}
+
+// QP is a provider's half of a queue pair.
+type QP interface {
+	// CreateData returns the CREATE_QP driver request and a buffer for the
+	// driver response.
+	CreateData() (in, out []byte)
+	// Created runs once the kernel created the QP with the capabilities it
+	// granted; rxe maps the kernel's queues here.
+	Created(conn *transport.Conn, handle, qpn uint32, caps QPInit) error
+	// Destroyed releases the provider's resources after the kernel
+	// destroyed the QP, or after a failed create.
+	Destroyed() error
+}
+
+// SRQContext is implemented by provider contexts that support shared
+// receive queues.
+type SRQContext interface {
+	NewSRQ(maxWr, maxSGE uint32) (SRQ, error)
+}
+
+// SRQ is a provider's half of a shared receive queue.
+type SRQ interface {
+	// CreateData returns the CREATE_SRQ driver request and a buffer for the
+	// driver response.
+	CreateData() (in, out []byte)
+	// Created runs once the kernel created the SRQ.
+	Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32) error
+	// ModifyData returns the MODIFY_SRQ driver request (rxe: where the
+	// kernel writes the new queue's mmap info after a resize).
+	ModifyData() []byte
+	// Modified runs after a successful MODIFY_SRQ; resized reports a
+	// changed max_wr.
+	Modified(conn *transport.Conn, resized bool) error
+	// Destroyed releases the provider's resources.
+	Destroyed() error
+}

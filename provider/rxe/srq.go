@@ -1,0 +1,62 @@
+package rxe
+
+import (
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// NewSRQ implements provider.SRQContext.
+func (*context) NewSRQ(maxWr, maxSGE uint32) (provider.SRQ, error) { return &srq{}, nil }
+
+// srq is rxe's shared receive queue: one kernel ring mapped into the
+// process, replaced by a new mapping when the kernel resizes it.
+type srq struct {
+	resp   abi.RXECreateSRQResp
+	modMI  abi.MMInfo // the kernel writes here on resize
+	modCmd abi.RXEModifySRQCmd
+	q      *queue
+}
+
+// CreateData implements provider.SRQ.
+func (s *srq) CreateData() (in, out []byte) {
+	return nil, unsafe.Slice((*byte)(unsafe.Pointer(&s.resp)), unsafe.Sizeof(s.resp))
+}
+
+// Created implements provider.SRQ.
+func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32) error {
+	q, err := mapQueue(conn.FD(), s.resp.MI, int(unsafe.Sizeof(abi.RXERecvWQE{})))
+	if err != nil {
+		return err
+	}
+	s.q = q
+	return nil
+}
+
+// ModifyData implements provider.SRQ: the address of the mminfo the
+// kernel fills when max_wr changes.
+func (s *srq) ModifyData() []byte {
+	s.modMI = abi.MMInfo{}
+	s.modCmd.MmapInfoAddr = uint64(uintptr(unsafe.Pointer(&s.modMI)))
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s.modCmd)), unsafe.Sizeof(s.modCmd))
+}
+
+// Modified implements provider.SRQ: after a resize the old queue is gone
+// and the new one must be mapped.
+func (s *srq) Modified(conn *transport.Conn, resized bool) error {
+	if !resized {
+		return nil
+	}
+	q, err := mapQueue(conn.FD(), s.modMI, int(unsafe.Sizeof(abi.RXERecvWQE{})))
+	if err != nil {
+		return err
+	}
+	s.q.unmap()
+	s.q = q
+	return nil
+}
+
+// Destroyed implements provider.SRQ.
+func (s *srq) Destroyed() error { return s.q.unmap() }
