@@ -1,0 +1,87 @@
+package uverbs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goverbs/goverbs/internal/abi"
+)
+
+// AsyncEventType is the kind of an asynchronous event (enum ibv_event_type).
+type AsyncEventType uint32
+
+// Asynchronous events.
+const (
+	EventCQErr            AsyncEventType = 0
+	EventQPFatal          AsyncEventType = 1
+	EventQPReqErr         AsyncEventType = 2
+	EventQPAccessErr      AsyncEventType = 3
+	EventCommEst          AsyncEventType = 4
+	EventSQDrained        AsyncEventType = 5
+	EventPathMig          AsyncEventType = 6
+	EventPathMigErr       AsyncEventType = 7
+	EventDeviceFatal      AsyncEventType = 8
+	EventPortActive       AsyncEventType = 9
+	EventPortErr          AsyncEventType = 10
+	EventLIDChange        AsyncEventType = 11
+	EventPKeyChange       AsyncEventType = 12
+	EventSMChange         AsyncEventType = 13
+	EventSRQErr           AsyncEventType = 14
+	EventSRQLimitReached  AsyncEventType = 15
+	EventQPLastWQEReached AsyncEventType = 16
+	EventClientReregister AsyncEventType = 17
+	EventGIDChange        AsyncEventType = 18
+	EventWQFatal          AsyncEventType = 19
+)
+
+var asyncEventNames = [...]string{
+	"CQ error", "local work queue catastrophic error", "invalid request local work queue error",
+	"local access violation work queue error", "communication established", "send queue drained",
+	"path migrated", "path migration request error", "local catastrophic error", "port active",
+	"port error", "LID change", "P_Key change", "SM change", "SRQ catastrophic error",
+	"SRQ limit reached", "last WQE reached", "client reregistration", "GID table change",
+	"WQ fatal",
+}
+
+// String returns the description ibv_event_type_str gives.
+func (t AsyncEventType) String() string {
+	if int(t) < len(asyncEventNames) {
+		return asyncEventNames[t]
+	}
+	return fmt.Sprintf("unknown event %d", uint32(t))
+}
+
+// AsyncEvent is an asynchronous event of the device or of one of its
+// objects.
+type AsyncEvent struct {
+	Type AsyncEventType
+	// Port is set for port events.
+	Port int
+	// CQ is set for CQ events (nil if the CQ is gone).
+	CQ *CQ
+	// Element is the kernel's raw element: the object's user handle, or
+	// the port number.
+	Element uint64
+}
+
+// WaitAsyncEvent returns the next asynchronous event, waiting until one
+// arrives or ctx ends. The goroutine parks on the Go netpoller. One
+// goroutine at a time may wait.
+func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	if err := c.check(); err != nil {
+		return AsyncEvent{}, err
+	}
+	var desc abi.AsyncEventDesc
+	if err := readEvent(ctx, c.async, &desc); err != nil {
+		return AsyncEvent{}, fmt.Errorf("uverbs: get_async_event: %w", err)
+	}
+	ev := AsyncEvent{Type: AsyncEventType(desc.EventType), Element: desc.Element}
+	switch ev.Type {
+	case EventCQErr:
+		ev.CQ = c.lookupCQ(desc.Element)
+	case EventDeviceFatal:
+	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange, EventClientReregister, EventGIDChange:
+		ev.Port = int(desc.Element)
+	}
+	return ev, nil
+}

@@ -1,0 +1,76 @@
+package uverbs
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func gidOf(s string) GID { return GID(netip.MustParseAddr(s).As16()) }
+
+func TestPickRoCEGID(t *testing.T) {
+	linkLocal := GIDEntry{GID: gidOf("fe80::1"), Index: 0, Type: GIDTypeRoCEv2, NetdevIfindex: 2}
+	v1 := GIDEntry{GID: gidOf("::ffff:10.0.0.1"), Index: 1, Type: GIDTypeRoCEv1, NetdevIfindex: 2}
+	v4 := GIDEntry{GID: gidOf("::ffff:10.0.0.1"), Index: 3, Type: GIDTypeRoCEv2, NetdevIfindex: 2}
+	v4b := GIDEntry{GID: gidOf("::ffff:10.0.0.2"), Index: 5, Type: GIDTypeRoCEv2, NetdevIfindex: 2}
+	v6 := GIDEntry{GID: gidOf("2001:db8::1"), Index: 2, Type: GIDTypeRoCEv2, NetdevIfindex: 2}
+	noNetdev := GIDEntry{GID: gidOf("::ffff:10.0.0.9"), Index: 0, Type: GIDTypeRoCEv2}
+	for _, tc := range []struct {
+		name string
+		in   []GIDEntry
+		want GIDEntry
+		ok   bool
+	}{
+		{"empty", nil, GIDEntry{}, false},
+		{"only link-local and v1", []GIDEntry{linkLocal, v1}, GIDEntry{}, false},
+		{"ipv4-mapped beats ipv6", []GIDEntry{linkLocal, v6, v4}, v4, true},
+		{"ipv6 when no ipv4", []GIDEntry{linkLocal, v1, v6}, v6, true},
+		{"lowest index among equals", []GIDEntry{v4b, v4}, v4, true},
+		{"needs a netdev", []GIDEntry{noNetdev, v6}, v6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := PickRoCEGID(tc.in)
+			if ok != tc.ok || !cmp.Equal(got, tc.want) {
+				t.Errorf("PickRoCEGID = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestModifyValidation(t *testing.T) {
+	// A QP that exists only on our side: validation runs before any command.
+	qp := &QP{typ: QPTypeRC, qpn: 7, pd: &PD{ctx: &Context{}}}
+	for _, tc := range []struct {
+		name string
+		attr QPAttr
+		mask QPAttrMask
+	}{
+		{"reset to rtr", QPAttr{State: QPStateRTR}, QPAttrState},
+		{"reset to init without port", QPAttr{State: QPStateInit}, QPAttrState | QPAttrPkeyIndex | QPAttrAccessFlags},
+		{"not a state", QPAttr{State: 9}, QPAttrState},
+		{"bad mtu", QPAttr{PathMTU: 9}, QPAttrPathMTU},
+		{"port 0", QPAttr{State: QPStateInit}, QPAttrState | QPAttrPkeyIndex | QPAttrAccessFlags | QPAttrPort},
+		{"empty mask", QPAttr{}, 0},
+		{"unknown bits", QPAttr{}, 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := qp.Modify(&tc.attr, tc.mask); err == nil {
+				t.Error("accepted")
+			} else {
+				t.Log(err)
+			}
+		})
+	}
+	if err := qp.Modify(nil, QPAttrState); err == nil {
+		t.Error("nil attributes accepted")
+	}
+}
+
+func TestRequiredAttrsNamed(t *testing.T) {
+	got := (requiredAttrs(QPTypeRC, QPStateInit, QPStateRTR)).String()
+	want := "AH|PathMTU|RQPSN|MinRNRTimer|MaxDestRdAtomic|DestQPN"
+	if got != want {
+		t.Errorf("RC INIT->RTR requires %s, want %s", got, want)
+	}
+}

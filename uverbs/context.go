@@ -1,0 +1,303 @@
+// Package uverbs is the verbs API of goverbs: open an RDMA device through
+// /dev/infiniband/uverbsN and talk to the kernel's uverbs ABI directly, with
+// no libibverbs and no cgo.
+//
+// Commands go by ioctl (RDMA_VERBS_IOCTL) first and fall back to write()
+// exactly where rdma-core does. GOVERBS_TRANSPORT=ioctl|write forces one path
+// (WithTransport does the same per context) and GOVERBS_TRACE=1 logs every
+// command to stderr.
+//
+// Every provider goverbs has (rxe, mlx5) is linked in by importing this
+// package. Build with the tag goverbs_noproviders and import the provider
+// packages you want to link only those.
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// ErrNotSupported matches (errors.Is) every error that means the kernel or
+// provider does not offer the operation.
+var ErrNotSupported = transport.ErrNotSupported
+
+// Error is a failed uverbs command: the verb, the path it took (ioctl,
+// write or invoke_write) and the errno. errors.Is(err, unix.EINVAL) works.
+type Error = transport.Error
+
+// ErrClosed is returned by methods of a closed object.
+var ErrClosed = errors.New("uverbs: use of closed object")
+
+// Transport selects how commands reach the kernel.
+type Transport = transport.Mode
+
+// Transports.
+const (
+	// TransportAuto: ioctl first, write() where the kernel lacks a method,
+	// as rdma-core does.
+	TransportAuto = transport.Auto
+	// TransportIoctl: ioctl only (write commands inside INVOKE_WRITE).
+	TransportIoctl = transport.IoctlOnly
+	// TransportWrite: write() only, as on kernels before the ioctl ABI.
+	TransportWrite = transport.WriteOnly
+)
+
+// Option configures Open.
+type Option func(*options) error
+
+type options struct {
+	transport    Transport
+	transportSet bool
+	kernel       transport.Kernel
+	sysRoot      string
+}
+
+// WithTransport forces a command path for the context, overriding
+// GOVERBS_TRANSPORT.
+func WithTransport(t Transport) Option {
+	return func(o *options) error {
+		if t < TransportAuto || t > TransportWrite {
+			return fmt.Errorf("uverbs: WithTransport: unknown transport %d", int(t))
+		}
+		o.transport, o.transportSet = t, true
+		return nil
+	}
+}
+
+// Context is an open device: the uverbs file, its kernel context and the
+// provider's state. Its methods are safe for concurrent use.
+type Context struct {
+	name        string
+	dev         deviceInfo
+	file        *os.File
+	conn        *transport.Conn
+	prov        provider.Provider
+	pctx        provider.Context
+	numCV       int
+	async       *os.File
+	coreSupport uint64
+
+	nextID atomic.Uint64 // user handles of CQs, QPs and SRQs
+	cqs    sync.Map      // user handle -> weak.Pointer[CQ]
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    bool
+	mu        sync.Mutex
+}
+
+// Open opens the RDMA device named name (e.g. "rxe0", "mlx5_0").
+func Open(name string, opts ...Option) (*Context, error) {
+	o := options{sysRoot: "/"}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if !o.transportSet {
+		m, err := transport.ModeFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("uverbs: open %s: %w", name, err)
+		}
+		o.transport = m
+	}
+	dev, err := findDevice(o.sysRoot, name)
+	if err != nil {
+		return nil, err
+	}
+	return openDevice(dev, &o)
+}
+
+func openDevice(dev deviceInfo, o *options) (*Context, error) {
+	prov, err := dev.provider()
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := prov.ABIVersions()
+	if dev.abiVersion < lo || dev.abiVersion > hi {
+		return nil, fmt.Errorf("uverbs: open %s: driver uverbs ABI %d is outside the %s provider's range %d..%d",
+			dev.name, dev.abiVersion, prov.Name(), lo, hi)
+	}
+	f, err := os.OpenFile(dev.charDev, os.O_RDWR, 0)
+	if err != nil {
+		return nil, openError(dev, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		f.Close()
+		return nil, fmt.Errorf("uverbs: open %s: %s is not a character device", dev.name, dev.charDev)
+	}
+	c := &Context{
+		name: dev.name,
+		dev:  dev,
+		file: f,
+		prov: prov,
+		conn: transport.NewConn(int(f.Fd()), prov.DriverID(), o.transport, o.kernel),
+	}
+	c.pctx, err = prov.NewContext(provider.Device{Name: dev.name, ABIVersion: dev.abiVersion})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("uverbs: open %s: %s provider: %w", dev.name, prov.Name(), err)
+	}
+	if err := c.getContext(); err != nil {
+		c.pctx.Close()
+		f.Close()
+		return nil, fmt.Errorf("uverbs: open %s: %w", dev.name, err)
+	}
+	if err := c.pctx.Started(c.conn); err != nil {
+		c.release()
+		return nil, fmt.Errorf("uverbs: open %s: %s provider: %w", dev.name, prov.Name(), err)
+	}
+	return c, nil
+}
+
+func openError(dev deviceInfo, err error) error {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("uverbs: open %s: permission denied on %s (needs read-write access; check the file's mode and group, or the container's device list): %w", dev.name, dev.charDev, err)
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENXIO), errors.Is(err, unix.ENODEV):
+		return fmt.Errorf("uverbs: open %s: %s is missing (is /dev populated and ib_uverbs loaded?): %w", dev.name, dev.charDev, err)
+	}
+	return fmt.Errorf("uverbs: open %s: %w", dev.name, err)
+}
+
+// getContext sends GET_CONTEXT (ioctl, or write on older kernels) and makes
+// sure the context has an async event fd.
+func (c *Context) getContext() error {
+	drvIn, drvOut := c.pctx.GetContextData()
+	var numCV uint32
+	var core uint64
+	q := transport.NewIoctl(abi.ObjectDevice, abi.MethodGetContext)
+	iNum := q.Out(abi.AttrGetContextNumCompVectors, asBytes(&numCV))
+	iCore := q.Out(abi.AttrGetContextCoreSupport, asBytes(&core))
+	if len(drvIn) > 0 {
+		q.In(abi.AttrUHWIn, drvIn)
+	}
+	if len(drvOut) > 0 {
+		q.Out(abi.AttrUHWOut, drvOut)
+	}
+	viaWrite := false
+	err := c.conn.IoctlOrWrite("get_context", transport.OpGetContext, q, func() error {
+		viaWrite = true
+		req := abi.GetContext{}
+		var resp abi.GetContextResp
+		w := &transport.Write{
+			Cmd:     abi.CmdGetContext,
+			In:      concat(asBytes(&req), drvIn),
+			CoreIn:  int(sizeOf(req)),
+			Out:     make([]byte, int(sizeOf(resp))+len(drvOut)),
+			CoreOut: int(sizeOf(resp)),
+		}
+		if err := c.conn.Write("get_context", w); err != nil {
+			return err
+		}
+		copy(asBytes(&resp), w.Out)
+		copy(drvOut, w.Out[w.CoreOut:])
+		numCV = resp.NumCompVectors
+		// The write form creates the async event fd itself.
+		f, err := eventFile(int(int32(resp.AsyncFD)), "uverbs-async")
+		if err != nil {
+			return err
+		}
+		c.async = f
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !viaWrite {
+		if !q.Valid(iNum) {
+			numCV = 0
+		}
+		if q.Valid(iCore) {
+			c.coreSupport = core
+		}
+		if err := c.allocAsyncFD(); err != nil {
+			return err
+		}
+	}
+	c.numCV = int(numCV)
+	return nil
+}
+
+// allocAsyncFD creates the async event file, which the ioctl GET_CONTEXT
+// does not.
+func (c *Context) allocAsyncFD() error {
+	q := transport.NewIoctl(abi.ObjectAsyncEvent, abi.MethodAsyncEventAlloc)
+	i := q.NewFD(abi.AttrAsyncEventAllocFDHandle)
+	if err := c.conn.Ioctl("alloc_async_fd", q); err != nil {
+		return err
+	}
+	f, err := eventFile(int(int32(q.Data(i))), "uverbs-async")
+	if err != nil {
+		return err
+	}
+	c.async = f
+	return nil
+}
+
+// Name returns the device name.
+func (c *Context) Name() string { return c.name }
+
+// Provider returns the name of the provider driving the device ("rxe").
+func (c *Context) Provider() string { return c.prov.Name() }
+
+// Transport returns the context's command path setting.
+func (c *Context) Transport() Transport { return c.conn.Mode() }
+
+// NumCompVectors returns the number of completion vectors (interrupt
+// channels) a CQ can be bound to.
+func (c *Context) NumCompVectors() int { return c.numCV }
+
+// Close releases the context. It is idempotent; calls after the first
+// return the first call's result.
+func (c *Context) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.closeErr = c.release()
+	})
+	return c.closeErr
+}
+
+func (c *Context) release() error {
+	var errs []error
+	if c.pctx != nil {
+		errs = append(errs, c.pctx.Close())
+	}
+	if c.async != nil {
+		errs = append(errs, c.async.Close())
+	}
+	errs = append(errs, c.file.Close())
+	return errors.Join(errs...)
+}
+
+func (c *Context) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (c *Context) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// withKernel substitutes the command executor (tests: recorder, replay).
+func withKernel(k transport.Kernel) Option {
+	return func(o *options) error { o.kernel = k; return nil }
+}

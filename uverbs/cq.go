@@ -1,0 +1,357 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+	"weak"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// CompChannel delivers completion events of the CQs attached to it.
+// Waiting parks the goroutine on the Go netpoller.
+type CompChannel struct {
+	ctx  *Context
+	file *os.File
+
+	mu       sync.Mutex
+	closed   bool
+	attached int
+}
+
+// NewCompChannel creates a completion channel.
+func (c *Context) NewCompChannel() (*CompChannel, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	req := abi.CreateCompChannel{}
+	var resp abi.CreateCompChannelResp
+	if err := c.conn.Write("create_comp_channel", &transport.Write{
+		Cmd: abi.CmdCreateCompChannel, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	}); err != nil {
+		return nil, err
+	}
+	f, err := eventFile(int(int32(resp.FD)), "uverbs-comp-channel")
+	if err != nil {
+		return nil, err
+	}
+	return &CompChannel{ctx: c, file: f}, nil
+}
+
+// FD returns the channel's file descriptor, for callers that poll it
+// themselves. It is non-blocking.
+func (ch *CompChannel) FD() int { return int(ch.file.Fd()) }
+
+// Wait returns the next CQ with a completion event, waiting until one
+// arrives or ctx ends. Acknowledge events with CQ.AckEvents. One goroutine
+// at a time may wait on a channel.
+func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	var desc abi.CompEventDesc
+	if err := readEvent(ctx, ch.file, &desc); err != nil {
+		return nil, fmt.Errorf("uverbs: get_cq_event: %w", err)
+	}
+	cq := ch.ctx.lookupCQ(desc.CQHandle)
+	if cq == nil {
+		return nil, fmt.Errorf("uverbs: get_cq_event: event for unknown CQ %d", desc.CQHandle)
+	}
+	cq.eventsGot.Add(1)
+	return cq, nil
+}
+
+// Close destroys the channel. It fails with ErrBusy while CQs use it.
+func (ch *CompChannel) Close() error {
+	if ch == nil {
+		return nil
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return nil
+	}
+	if ch.attached > 0 {
+		return fmt.Errorf("uverbs: destroy_comp_channel: %d CQ(s) still use it: %w", ch.attached, ErrBusy)
+	}
+	ch.closed = true
+	return ch.file.Close()
+}
+
+func (ch *CompChannel) attach() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return fmt.Errorf("uverbs: completion channel: %w", ErrClosed)
+	}
+	ch.attached++
+	return nil
+}
+
+func (ch *CompChannel) detach() {
+	ch.mu.Lock()
+	ch.attached--
+	ch.mu.Unlock()
+}
+
+// CQOptions are the optional parameters of CreateCQ.
+type CQOptions struct {
+	// Channel receives the CQ's completion events (nil: none).
+	Channel *CompChannel
+	// CompVector is the completion vector (interrupt) to use, below
+	// Context.NumCompVectors.
+	CompVector int
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	ctx      *Context
+	handle   uint32
+	id       uint64
+	capacity int
+	channel  *CompChannel
+	prov     provider.CQ
+
+	eventsGot atomic.Uint32
+	eventsAck atomic.Uint32
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// CreateCQ creates a completion queue of at least cqe entries.
+func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	var o CQOptions
+	if opts != nil {
+		o = *opts
+	}
+	if cqe < 1 {
+		return nil, fmt.Errorf("uverbs: create_cq: cqe %d: a CQ needs at least one entry", cqe)
+	}
+	if cqe > 0x7fffffff {
+		return nil, fmt.Errorf("uverbs: create_cq: cqe %d is beyond the ABI", cqe)
+	}
+	if o.CompVector < 0 || (c.numCV > 0 && o.CompVector >= c.numCV) {
+		return nil, fmt.Errorf("uverbs: create_cq: comp vector %d: the device has %d (0..%d)", o.CompVector, c.numCV, c.numCV-1)
+	}
+	pc, ok := c.pctx.(provider.CQContext)
+	if !ok {
+		return nil, fmt.Errorf("uverbs: create_cq: %s provider: %w", c.prov.Name(), ErrNotSupported)
+	}
+	if o.Channel != nil {
+		if o.Channel.ctx != c {
+			return nil, fmt.Errorf("uverbs: create_cq: the completion channel belongs to another context")
+		}
+		if err := o.Channel.attach(); err != nil {
+			return nil, fmt.Errorf("uverbs: create_cq: %w", err)
+		}
+	}
+	pcq, err := pc.NewCQ(cqe)
+	if err != nil {
+		if o.Channel != nil {
+			o.Channel.detach()
+		}
+		return nil, fmt.Errorf("uverbs: create_cq: %s provider: %w", c.prov.Name(), err)
+	}
+	cq := &CQ{ctx: c, id: c.nextID.Add(1), channel: o.Channel, prov: pcq}
+	handle, got, err := c.createCQ(cq.id, cqe, o, pcq)
+	if err == nil {
+		cq.handle, cq.capacity = handle, got
+		if err = pcq.Created(c.conn, handle, got); err != nil {
+			destroyCQ(c, handle)
+		}
+	}
+	if err != nil {
+		pcq.Destroyed()
+		if o.Channel != nil {
+			o.Channel.detach()
+		}
+		return nil, err
+	}
+	c.cqs.Store(cq.id, weak.Make(cq))
+	runtime.AddCleanup(cq, func(a cqCleanup) { a.run() }, cqCleanup{c, handle, cq.id, pcq, o.Channel})
+	return cq, nil
+}
+
+func (c *Context) createCQ(id uint64, cqe int, o CQOptions, pcq provider.CQ) (handle uint32, got int, err error) {
+	drvIn, drvOut := pcq.CreateData()
+	var respCQE uint32
+	q := transport.NewIoctl(abi.ObjectCQ, abi.MethodCQCreate)
+	iHandle := q.NewHandle(abi.AttrCreateCQHandle)
+	q.Out(abi.AttrCreateCQRespCQE, asBytes(&respCQE))
+	q.U32(abi.AttrCreateCQCQE, uint32(cqe))
+	q.U64(abi.AttrCreateCQUserHandle, id)
+	if o.Channel != nil {
+		q.FD(abi.AttrCreateCQCompChannel, int32(o.Channel.FD()))
+	}
+	q.U32(abi.AttrCreateCQCompVector, uint32(o.CompVector))
+	if c.async != nil {
+		q.Optional(q.FD(abi.AttrCreateCQEventFD, int32(c.async.Fd())))
+	}
+	if len(drvIn) > 0 {
+		q.In(abi.AttrUHWIn, drvIn)
+	}
+	if len(drvOut) > 0 {
+		q.Out(abi.AttrUHWOut, drvOut)
+	}
+	viaWrite := false
+	err = c.conn.IoctlOrWrite("create_cq", transport.OpCreateCQ, q, func() error {
+		viaWrite = true
+		channel := int32(-1)
+		if o.Channel != nil {
+			channel = int32(o.Channel.FD())
+		}
+		req := abi.CreateCQ{UserHandle: id, CQE: uint32(cqe), CompVector: uint32(o.CompVector), CompChannel: channel}
+		var resp abi.CreateCQResp
+		w := &transport.Write{
+			Cmd: abi.CmdCreateCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
+			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
+		}
+		if err := c.conn.Write("create_cq", w); err != nil {
+			return err
+		}
+		copy(asBytes(&resp), w.Out)
+		copy(drvOut, w.Out[w.CoreOut:])
+		handle, respCQE = resp.CQHandle, resp.CQE
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if !viaWrite {
+		handle = uint32(q.Data(iHandle))
+	}
+	return handle, int(respCQE), nil
+}
+
+// Capacity returns the number of entries the kernel granted (at least the
+// number asked for).
+func (cq *CQ) Capacity() int { return cq.capacity }
+
+// Handle returns the kernel's handle of the CQ.
+func (cq *CQ) Handle() uint32 { return cq.handle }
+
+// Provider returns the provider's half of the CQ, for the provider's data
+// path.
+func (cq *CQ) Provider() provider.CQ { return cq.prov }
+
+// RequestNotify arms the CQ: the next completion (the next solicited one
+// with solicitedOnly) raises an event on its channel.
+func (cq *CQ) RequestNotify(solicitedOnly bool) error {
+	if err := cq.use(); err != nil {
+		return err
+	}
+	if a, ok := cq.prov.(interface{ Arm(bool) error }); ok {
+		return a.Arm(solicitedOnly)
+	}
+	req := abi.ReqNotifyCQ{CQHandle: cq.handle}
+	if solicitedOnly {
+		req.SolicitedOnly = 1
+	}
+	return cq.ctx.conn.Write("req_notify_cq", &transport.Write{Cmd: abi.CmdReqNotifyCQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
+}
+
+// AckEvents acknowledges n completion events received from Wait.
+func (cq *CQ) AckEvents(n int) {
+	if n > 0 {
+		cq.eventsAck.Add(uint32(n))
+	}
+}
+
+// Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use
+// it. Events returned by Wait but not acknowledged are reported as an
+// error after the CQ is destroyed, since rdma-core would block forever on
+// them. Closing twice is a no-op.
+func (cq *CQ) Close() error {
+	if cq == nil {
+		return nil
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return nil
+	}
+	c := cq.ctx
+	if !c.isClosed() {
+		if _, err := destroyCQ(c, cq.handle); err != nil {
+			return err
+		}
+	}
+	cq.closed = true
+	c.cqs.Delete(cq.id)
+	if cq.channel != nil {
+		cq.channel.detach()
+	}
+	err := cq.prov.Destroyed()
+	if got, acked := cq.eventsGot.Load(), cq.eventsAck.Load(); got != acked {
+		err = errors.Join(err, fmt.Errorf("uverbs: destroy_cq: %d completion event(s) received but %d acknowledged", got, acked))
+	}
+	return err
+}
+
+func (cq *CQ) use() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("uverbs: CQ %d: %w", cq.handle, ErrClosed)
+	}
+	return cq.ctx.check()
+}
+
+func destroyCQ(c *Context, handle uint32) (abi.DestroyCQResp, error) {
+	var resp abi.DestroyCQResp
+	q := transport.NewIoctl(abi.ObjectCQ, abi.MethodCQDestroy)
+	q.Out(abi.AttrDestroyCQResp, asBytes(&resp))
+	q.Handle(abi.AttrDestroyCQHandle, handle)
+	err := c.conn.IoctlOrWrite("destroy_cq", transport.OpDestroyCQ, q, func() error {
+		req := abi.DestroyCQ{CQHandle: handle}
+		return c.conn.Write("destroy_cq", &transport.Write{
+			Cmd: abi.CmdDestroyCQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+			Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+		})
+	})
+	return resp, err
+}
+
+func (c *Context) lookupCQ(id uint64) *CQ {
+	v, ok := c.cqs.Load(id)
+	if !ok {
+		return nil
+	}
+	return v.(weak.Pointer[CQ]).Value()
+}
+
+// cqCleanup destroys a CQ the program forgot to close.
+type cqCleanup struct {
+	ctx     *Context
+	handle  uint32
+	id      uint64
+	prov    provider.CQ
+	channel *CompChannel
+}
+
+func (a cqCleanup) run() {
+	if _, live := a.ctx.cqs.LoadAndDelete(a.id); !live {
+		return // closed explicitly
+	}
+	if !a.ctx.isClosed() {
+		destroyCQ(a.ctx, a.handle)
+	}
+	a.prov.Destroyed()
+	if a.channel != nil {
+		a.channel.detach()
+	}
+}
+
+var _ = unix.EBUSY

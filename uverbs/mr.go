@@ -1,0 +1,227 @@
+package uverbs
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// Access is the set of rights a memory region or QP grants (IBV_ACCESS_*).
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite   Access = 1 << 0
+	AccessRemoteWrite  Access = 1 << 1
+	AccessRemoteRead   Access = 1 << 2
+	AccessRemoteAtomic Access = 1 << 3
+	AccessMWBind       Access = 1 << 4
+	AccessZeroBased    Access = 1 << 5
+	AccessOnDemand     Access = 1 << 6
+	AccessHugeTLB      Access = 1 << 7
+	// AccessRelaxedOrdering is an optional flag: kernels that do not know
+	// it ignore it (it is dropped unless the kernel says it understands
+	// optional flags).
+	AccessRelaxedOrdering Access = 1 << 20
+
+	accessOptionalRange Access = 0x3ff << 20 // IB_UVERBS_ACCESS_OPTIONAL_RANGE
+	accessKnown                = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic |
+		AccessMWBind | AccessZeroBased | AccessOnDemand | AccessHugeTLB | accessOptionalRange
+)
+
+func (a Access) String() string {
+	names := []string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND", "ZERO_BASED", "ON_DEMAND", "HUGETLB"}
+	var parts []string
+	for i, n := range names {
+		if a&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	if a&AccessRelaxedOrdering != 0 {
+		parts = append(parts, "RELAXED_ORDERING")
+	}
+	if rest := a &^ (0xff | AccessRelaxedOrdering); rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, "|")
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	handle uint32
+	lkey   uint32
+	rkey   uint32
+	mem    []byte
+	iova   uint64
+	access Access
+
+	buf    *Buffer         // the buffer registered, if any
+	pinner *runtime.Pinner // pins Go memory for the MR's life, if any
+
+	mu     sync.Mutex
+	closed bool
+	ref    *cleanupRef
+}
+
+// RegisterBuffer registers length bytes of b from offset off. The device
+// addresses them at IOVA equal to their virtual address, as ibv_reg_mr does.
+// b cannot be closed until the MR is.
+func (pd *PD) RegisterBuffer(b *Buffer, off, length int, access Access) (*MR, error) {
+	return pd.RegisterBufferIOVA(b, off, length, 0, access, false)
+}
+
+// RegisterBufferIOVA registers like RegisterBuffer with an explicit IOVA
+// (the address remote peers use; set useIOVA) as ibv_reg_mr_iova does.
+func (pd *PD) RegisterBufferIOVA(b *Buffer, off, length int, iova uint64, access Access, useIOVA bool) (*MR, error) {
+	if b == nil {
+		return nil, fmt.Errorf("uverbs: reg_mr: nil buffer")
+	}
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: reg_mr: %w", err)
+	}
+	mem, err := b.hold(off, length)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: reg_mr: %w", err)
+	}
+	if !useIOVA {
+		iova = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
+	}
+	mr, err := pd.register(mem, iova, access)
+	if err != nil {
+		b.release()
+		return nil, err
+	}
+	mr.buf = b
+	return mr, nil
+}
+
+// RegisterPinned registers Go memory. The first element of mem is pinned
+// with a runtime.Pinner until the MR is closed, so the garbage collector
+// neither moves nor frees it while the device may use it. mem must come
+// from a single allocation (a slice of one array); the caller must not let
+// the device write to it after Close.
+func (pd *PD) RegisterPinned(mem []byte, access Access) (*MR, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("uverbs: reg_mr: empty memory")
+	}
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: reg_mr: %w", err)
+	}
+	p := new(runtime.Pinner)
+	p.Pin(unsafe.SliceData(mem))
+	mr, err := pd.register(mem, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), access)
+	if err != nil {
+		p.Unpin()
+		return nil, err
+	}
+	mr.pinner = p
+	return mr, nil
+}
+
+func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
+	if access&^accessKnown != 0 {
+		return nil, fmt.Errorf("uverbs: reg_mr: access %v has unknown bits", access)
+	}
+	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
+		// The kernel says EINVAL; say why first.
+		return nil, fmt.Errorf("uverbs: reg_mr: access %v: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE", access)
+	}
+	c := pd.ctx
+	sent := access
+	if c.coreSupport&abi.CoreSupportOptionalMRAccess == 0 {
+		// As rdma-core: a kernel that does not promise to ignore unknown
+		// optional bits gets none.
+		sent &^= accessOptionalRange
+	}
+	req := abi.RegMR{
+		Start:       uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))),
+		Length:      uint64(len(mem)),
+		HCAVA:       iova,
+		PDHandle:    pd.handle,
+		AccessFlags: uint32(sent),
+	}
+	var resp abi.RegMRResp
+	err := c.conn.Write("reg_mr", &transport.Write{
+		Cmd: abi.CmdRegMR, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	})
+	runtime.KeepAlive(mem)
+	if err != nil {
+		return nil, memlockHint(err, len(mem))
+	}
+	mr := &MR{pd: pd, handle: resp.MRHandle, lkey: resp.Lkey, rkey: resp.Rkey, mem: mem, iova: iova, access: access, ref: &cleanupRef{}}
+	runtime.AddCleanup(mr, func(a destroyArgs) { a.run() }, destroyArgs{c, mr.ref, destroyMR, resp.MRHandle})
+	return mr, nil
+}
+
+// Lkey is the key local work requests use to name the MR.
+func (mr *MR) Lkey() uint32 { return mr.lkey }
+
+// Rkey is the key a remote peer uses for RDMA to the MR.
+func (mr *MR) Rkey() uint32 { return mr.rkey }
+
+// Bytes returns the registered memory.
+func (mr *MR) Bytes() []byte { return mr.mem }
+
+// Addr returns the address of the first registered byte.
+func (mr *MR) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mr.mem)))) }
+
+// IOVA returns the address the device uses for the first byte.
+func (mr *MR) IOVA() uint64 { return mr.iova }
+
+// Len returns the registered length.
+func (mr *MR) Len() int { return len(mr.mem) }
+
+// Access returns the access rights the MR was registered with.
+func (mr *MR) Access() Access { return mr.access }
+
+// PD returns the protection domain of the MR.
+func (mr *MR) PD() *PD { return mr.pd }
+
+// Handle returns the kernel's handle of the MR.
+func (mr *MR) Handle() uint32 { return mr.handle }
+
+// Close deregisters the MR and releases its memory's pin or buffer.
+// Closing twice is a no-op.
+func (mr *MR) Close() error {
+	if mr == nil {
+		return nil
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.closed {
+		return nil
+	}
+	if !mr.pd.ctx.isClosed() {
+		if err := destroyMR(mr.pd.ctx, mr.handle); err != nil {
+			return err
+		}
+	}
+	mr.closed = true
+	mr.ref.finish()
+	if mr.buf != nil {
+		mr.buf.release()
+	}
+	if mr.pinner != nil {
+		mr.pinner.Unpin()
+	}
+	return nil
+}
+
+func destroyMR(c *Context, handle uint32) error {
+	q := transport.NewIoctl(abi.ObjectMR, abi.MethodMRDestroy)
+	q.Handle(abi.AttrDestroyMRHandle, handle)
+	return c.conn.IoctlOrWrite("dereg_mr", transport.OpDestroyMR, q, func() error {
+		req := abi.DeregMR{MRHandle: handle}
+		return c.conn.Write("dereg_mr", &transport.Write{Cmd: abi.CmdDeregMR, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
+	})
+}

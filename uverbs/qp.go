@@ -1,0 +1,312 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// QPType is a queue pair's transport.
+type QPType uint8
+
+// QP types.
+const (
+	QPTypeRC        QPType = abi.QPTypeRC
+	QPTypeUC        QPType = abi.QPTypeUC
+	QPTypeUD        QPType = abi.QPTypeUD
+	QPTypeRawPacket QPType = abi.QPTypeRawPacket
+	QPTypeXRCSend   QPType = abi.QPTypeXRCIni
+	QPTypeXRCRecv   QPType = abi.QPTypeXRCTgt
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	case QPTypeRawPacket:
+		return "RAW_PACKET"
+	case QPTypeXRCSend:
+		return "XRC_SEND"
+	case QPTypeXRCRecv:
+		return "XRC_RECV"
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+// QPCap are a QP's queue sizes: what was asked for, and (from CreateQP)
+// what the kernel granted.
+type QPCap struct {
+	MaxSendWr     uint32
+	MaxRecvWr     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// QPInitAttr describes a QP to create.
+type QPInitAttr struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	SRQ    *SRQ // receive from a shared receive queue instead of the QP's own
+	Cap    QPCap
+	// SignalAll makes every send work request produce a completion.
+	SignalAll bool
+}
+
+// QP is a queue pair.
+type QP struct {
+	pd     *PD
+	handle uint32
+	qpn    uint32
+	typ    QPType
+	cap    QPCap
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	prov   provider.QP
+	id     uint64
+
+	mu     sync.Mutex
+	state  QPState
+	closed bool
+	ref    *cleanupRef
+}
+
+// CreateQP creates a queue pair in the PD.
+func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: create_qp: %w", err)
+	}
+	c := pd.ctx
+	switch attr.Type {
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPacket:
+	case QPTypeXRCSend, QPTypeXRCRecv:
+		return nil, fmt.Errorf("uverbs: create_qp: XRC QPs need an XRC domain: %w", ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("uverbs: create_qp: Type %v is not a QP type", attr.Type)
+	}
+	if attr.SendCQ == nil || (attr.RecvCQ == nil && attr.SRQ == nil) {
+		return nil, fmt.Errorf("uverbs: create_qp: SendCQ and RecvCQ are required")
+	}
+	if attr.RecvCQ == nil {
+		return nil, fmt.Errorf("uverbs: create_qp: RecvCQ is required (also with an SRQ)")
+	}
+	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
+		if cq.ctx != c {
+			return nil, fmt.Errorf("uverbs: create_qp: a CQ belongs to another context")
+		}
+		if err := cq.use(); err != nil {
+			return nil, fmt.Errorf("uverbs: create_qp: %w", err)
+		}
+	}
+	if attr.SRQ != nil {
+		if err := attr.SRQ.use(); err != nil {
+			return nil, fmt.Errorf("uverbs: create_qp: %w", err)
+		}
+		if attr.SRQ.pd.ctx != c {
+			return nil, fmt.Errorf("uverbs: create_qp: the SRQ belongs to another context")
+		}
+		if attr.Cap.MaxRecvWr != 0 || attr.Cap.MaxRecvSGE != 0 {
+			return nil, fmt.Errorf("uverbs: create_qp: Cap.MaxRecvWr and MaxRecvSGE must be 0 with an SRQ")
+		}
+	}
+	pc, ok := c.pctx.(provider.QPContext)
+	if !ok {
+		return nil, fmt.Errorf("uverbs: create_qp: %s provider: %w", c.prov.Name(), ErrNotSupported)
+	}
+	init := provider.QPInit{
+		Type: provider.QPType(attr.Type), MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr,
+		MaxSendSGE: attr.Cap.MaxSendSGE, MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
+		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll,
+	}
+	pqp, err := pc.NewQP(init)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: create_qp: %s provider: %w", c.prov.Name(), err)
+	}
+	qp := &QP{pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, prov: pqp, id: c.nextID.Add(1), ref: &cleanupRef{}}
+	caps, err := qp.create(attr)
+	if err == nil {
+		qp.cap = caps
+		init.MaxSendWr, init.MaxRecvWr = caps.MaxSendWr, caps.MaxRecvWr
+		init.MaxSendSGE, init.MaxRecvSGE, init.MaxInlineData = caps.MaxSendSGE, caps.MaxRecvSGE, caps.MaxInlineData
+		if err = pqp.Created(c.conn, qp.handle, qp.qpn, init); err != nil {
+			destroyQP(c, qp.handle)
+		}
+	}
+	if err != nil {
+		pqp.Destroyed()
+		return nil, err
+	}
+	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, pqp})
+	return qp, nil
+}
+
+func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
+	c := qp.pd.ctx
+	drvIn, drvOut := qp.prov.CreateData()
+	kcap := abi.QPCap{
+		MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr, MaxSendSGE: attr.Cap.MaxSendSGE,
+		MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
+	}
+	var respCap abi.QPCap
+	var qpn uint32
+	// Attributes in rdma-core's order, so the bytes match libibverbs'.
+	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
+	q.Handle(abi.AttrCreateQPPDHandle, qp.pd.handle)
+	q.Handle(abi.AttrCreateQPSendCQHandle, attr.SendCQ.handle)
+	q.Handle(abi.AttrCreateQPRecvCQHandle, attr.RecvCQ.handle)
+	iHandle := q.NewHandle(abi.AttrCreateQPHandle)
+	q.Const(abi.AttrCreateQPType, uint64(attr.Type))
+	q.U64(abi.AttrCreateQPUserHandle, qp.id)
+	q.In(abi.AttrCreateQPCap, asBytes(&kcap))
+	if c.async != nil {
+		q.FD(abi.AttrCreateQPEventFD, int32(c.async.Fd()))
+	}
+	if attr.SignalAll {
+		q.U32(abi.AttrCreateQPFlags, abi.QPCreateSQSigAll)
+	}
+	if attr.SRQ != nil {
+		q.Handle(abi.AttrCreateQPSRQHandle, attr.SRQ.handle)
+	}
+	q.Out(abi.AttrCreateQPRespCap, asBytes(&respCap))
+	q.Out(abi.AttrCreateQPRespQPNum, asBytes(&qpn))
+	if len(drvIn) > 0 {
+		q.In(abi.AttrUHWIn, drvIn)
+	}
+	if len(drvOut) > 0 {
+		q.Out(abi.AttrUHWOut, drvOut)
+	}
+	viaWrite := false
+	err := c.conn.IoctlOrWrite("create_qp", transport.OpCreateQP, q, func() error {
+		viaWrite = true
+		req := abi.CreateQP{
+			UserHandle: qp.id, PDHandle: qp.pd.handle, SendCQHandle: attr.SendCQ.handle, RecvCQHandle: attr.RecvCQ.handle,
+			MaxSendWr: kcap.MaxSendWr, MaxRecvWr: kcap.MaxRecvWr, MaxSendSGE: kcap.MaxSendSGE, MaxRecvSGE: kcap.MaxRecvSGE,
+			MaxInlineData: kcap.MaxInlineData, QPType: uint8(attr.Type),
+		}
+		if attr.SignalAll {
+			req.SQSigAll = 1
+		}
+		if attr.SRQ != nil {
+			req.SRQHandle, req.IsSRQ = attr.SRQ.handle, 1
+		}
+		var resp abi.CreateQPResp
+		w := &transport.Write{
+			Cmd: abi.CmdCreateQP, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
+			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
+		}
+		if err := c.conn.Write("create_qp", w); err != nil {
+			return err
+		}
+		copy(asBytes(&resp), w.Out)
+		copy(drvOut, w.Out[w.CoreOut:])
+		qp.handle, qpn = resp.QPHandle, resp.QPN
+		respCap = abi.QPCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSGE: resp.MaxSendSGE,
+			MaxRecvSGE: resp.MaxRecvSGE, MaxInlineData: resp.MaxInlineData}
+		return nil
+	})
+	if err != nil {
+		return QPCap{}, err
+	}
+	if !viaWrite {
+		qp.handle = uint32(q.Data(iHandle))
+	}
+	qp.qpn = qpn
+	return QPCap{respCap.MaxSendWr, respCap.MaxRecvWr, respCap.MaxSendSGE, respCap.MaxRecvSGE, respCap.MaxInlineData}, nil
+}
+
+// QPN returns the queue pair number peers address.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Handle returns the kernel's handle of the QP.
+func (qp *QP) Handle() uint32 { return qp.handle }
+
+// Type returns the QP's transport.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// Cap returns the queue sizes the kernel granted.
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// State returns the state the QP was last moved to (Query asks the kernel).
+func (qp *QP) State() QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Provider returns the provider's half of the QP, for its data path.
+func (qp *QP) Provider() provider.QP { return qp.prov }
+
+// Close destroys the QP. Closing twice is a no-op.
+func (qp *QP) Close() error {
+	if qp == nil {
+		return nil
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.closed {
+		return nil
+	}
+	c := qp.pd.ctx
+	if !c.isClosed() {
+		if err := destroyQP(c, qp.handle); err != nil {
+			return err
+		}
+	}
+	qp.closed = true
+	qp.ref.finish()
+	return qp.prov.Destroyed()
+}
+
+func (qp *QP) use() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.closed {
+		return fmt.Errorf("uverbs: QP %d: %w", qp.qpn, ErrClosed)
+	}
+	return qp.pd.ctx.check()
+}
+
+func destroyQP(c *Context, handle uint32) error {
+	var resp abi.DestroyQPResp
+	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPDestroy)
+	q.Out(abi.AttrDestroyQPResp, asBytes(&resp))
+	q.Handle(abi.AttrDestroyQPHandle, handle)
+	return c.conn.IoctlOrWrite("destroy_qp", transport.OpDestroyQP, q, func() error {
+		req := abi.DestroyQP{QPHandle: handle}
+		return c.conn.Write("destroy_qp", &transport.Write{
+			Cmd: abi.CmdDestroyQP, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+			Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+		})
+	})
+}
+
+type qpCleanup struct {
+	ctx    *Context
+	ref    *cleanupRef
+	handle uint32
+	prov   provider.QP
+}
+
+func (a qpCleanup) run() {
+	if !a.ref.finish() {
+		return
+	}
+	if !a.ctx.isClosed() {
+		destroyQP(a.ctx, a.handle)
+	}
+	a.prov.Destroyed()
+}
+
+var _ = errors.New

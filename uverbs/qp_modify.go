@@ -1,0 +1,357 @@
+package uverbs
+
+import (
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// QPState is a queue pair state (enum ibv_qp_state).
+type QPState uint8
+
+// QP states.
+const (
+	QPStateReset QPState = 0
+	QPStateInit  QPState = 1
+	QPStateRTR   QPState = 2
+	QPStateRTS   QPState = 3
+	QPStateSQD   QPState = 4
+	QPStateSQE   QPState = 5
+	QPStateErr   QPState = 6
+)
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return fmt.Sprintf("QPState(%d)", uint8(s))
+}
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+// QPAttrMask selects the attributes of a QPAttr that ModifyQP applies
+// (IBV_QP_*).
+type QPAttrMask uint32
+
+// QP attribute mask bits.
+const (
+	QPAttrState            QPAttrMask = abi.QPAttrState
+	QPAttrCurState         QPAttrMask = abi.QPAttrCurState
+	QPAttrEnSQDAsyncNotify QPAttrMask = abi.QPAttrEnSQDAsyncNotify
+	QPAttrAccessFlags      QPAttrMask = abi.QPAttrAccessFlags
+	QPAttrPkeyIndex        QPAttrMask = abi.QPAttrPkeyIndex
+	QPAttrPort             QPAttrMask = abi.QPAttrPort
+	QPAttrQkey             QPAttrMask = abi.QPAttrQkey
+	QPAttrAV               QPAttrMask = abi.QPAttrAV
+	QPAttrPathMTU          QPAttrMask = abi.QPAttrPathMTU
+	QPAttrTimeout          QPAttrMask = abi.QPAttrTimeout
+	QPAttrRetryCnt         QPAttrMask = abi.QPAttrRetryCnt
+	QPAttrRNRRetry         QPAttrMask = abi.QPAttrRNRRetry
+	QPAttrRQPSN            QPAttrMask = abi.QPAttrRQPSN
+	QPAttrMaxQPRdAtomic    QPAttrMask = abi.QPAttrMaxQPRdAtomic
+	QPAttrAltPath          QPAttrMask = abi.QPAttrAltPath
+	QPAttrMinRNRTimer      QPAttrMask = abi.QPAttrMinRNRTimer
+	QPAttrSQPSN            QPAttrMask = abi.QPAttrSQPSN
+	QPAttrMaxDestRdAtomic  QPAttrMask = abi.QPAttrMaxDestRdAtomic
+	QPAttrPathMigState     QPAttrMask = abi.QPAttrPathMigState
+	QPAttrCap              QPAttrMask = abi.QPAttrCap
+	QPAttrDestQPN          QPAttrMask = abi.QPAttrDestQPN
+	QPAttrRateLimit        QPAttrMask = abi.QPAttrRateLimit
+)
+
+var qpAttrNames = map[QPAttrMask]string{
+	QPAttrState: "State", QPAttrCurState: "CurState", QPAttrEnSQDAsyncNotify: "EnSQDAsyncNotify",
+	QPAttrAccessFlags: "AccessFlags", QPAttrPkeyIndex: "PkeyIndex", QPAttrPort: "Port", QPAttrQkey: "Qkey",
+	QPAttrAV: "AH", QPAttrPathMTU: "PathMTU", QPAttrTimeout: "Timeout", QPAttrRetryCnt: "RetryCnt",
+	QPAttrRNRRetry: "RNRRetry", QPAttrRQPSN: "RQPSN", QPAttrMaxQPRdAtomic: "MaxRdAtomic", QPAttrAltPath: "AltAH",
+	QPAttrMinRNRTimer: "MinRNRTimer", QPAttrSQPSN: "SQPSN", QPAttrMaxDestRdAtomic: "MaxDestRdAtomic",
+	QPAttrPathMigState: "PathMigState", QPAttrCap: "Cap", QPAttrDestQPN: "DestQPN", QPAttrRateLimit: "RateLimit",
+}
+
+func (m QPAttrMask) String() string {
+	var parts []string
+	for bit := QPAttrMask(1); bit != 0 && bit <= m; bit <<= 1 {
+		if m&bit != 0 {
+			if n, ok := qpAttrNames[bit]; ok {
+				parts = append(parts, n)
+			} else {
+				parts = append(parts, fmt.Sprintf("%#x", uint32(bit)))
+			}
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// GlobalRoute is the GRH part of an address: required for RoCE.
+type GlobalRoute struct {
+	DGID         GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHAttr is an address vector: where a QP or AH sends to.
+type AHAttr struct {
+	GRH         GlobalRoute
+	IsGlobal    bool
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	PortNum     uint8
+}
+
+// QPAttr holds the attributes ModifyQP sets and QueryQP reports.
+type QPAttr struct {
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     uint8
+	Qkey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPN          uint32
+	AccessFlags      Access
+	Cap              QPCap
+	AH               AHAttr
+	AltAH            AHAttr
+	PkeyIndex        uint16
+	AltPkeyIndex     uint16
+	EnSQDAsyncNotify bool
+	SQDraining       bool
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	Port             uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPort          uint8
+	AltTimeout       uint8
+	RateLimit        uint32 // kbps
+}
+
+// validTransitions are the QP state changes the IB spec allows (any state
+// may also go to RESET or ERR).
+var validTransitions = map[[2]QPState]bool{
+	{QPStateReset, QPStateInit}: true, {QPStateInit, QPStateInit}: true, {QPStateInit, QPStateRTR}: true,
+	{QPStateRTR, QPStateRTS}: true, {QPStateRTS, QPStateRTS}: true, {QPStateRTS, QPStateSQD}: true,
+	{QPStateSQD, QPStateRTS}: true, {QPStateSQD, QPStateSQD}: true, {QPStateSQE, QPStateRTS}: true,
+}
+
+// requiredAttrs lists what each transition must set, per transport (the
+// kernel's ib_modify_qp_is_ok table, for RC, UC and UD).
+func requiredAttrs(t QPType, from, to QPState) QPAttrMask {
+	switch {
+	case from == QPStateReset && to == QPStateInit:
+		if t == QPTypeUD {
+			return QPAttrPkeyIndex | QPAttrPort | QPAttrQkey
+		}
+		if t == QPTypeRC || t == QPTypeUC {
+			return QPAttrPkeyIndex | QPAttrPort | QPAttrAccessFlags
+		}
+	case from == QPStateInit && to == QPStateRTR:
+		switch t {
+		case QPTypeUC:
+			return QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN
+		case QPTypeRC:
+			return QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
+		}
+	case from == QPStateRTR && to == QPStateRTS:
+		switch t {
+		case QPTypeUD, QPTypeUC:
+			return QPAttrSQPSN
+		case QPTypeRC:
+			return QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic
+		}
+	}
+	return 0
+}
+
+// Modify changes the QP's attributes selected by mask. A state change the
+// IB spec forbids, or one missing a required attribute, is refused before
+// the kernel is asked, with the missing fields named.
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if attr == nil {
+		return fmt.Errorf("uverbs: modify_qp: nil attributes")
+	}
+	if err := qp.use(); err != nil {
+		return fmt.Errorf("uverbs: modify_qp: %w", err)
+	}
+	if mask == 0 {
+		return fmt.Errorf("uverbs: modify_qp: empty attribute mask")
+	}
+	if unknown := mask &^ (QPAttrRateLimit<<1 - 1); unknown != 0 {
+		return fmt.Errorf("uverbs: modify_qp: unknown mask bits %#x", uint32(unknown))
+	}
+	qp.mu.Lock()
+	cur := qp.state
+	qp.mu.Unlock()
+	if mask&QPAttrCurState != 0 {
+		cur = attr.CurState
+	}
+	if mask&QPAttrState != 0 {
+		to := attr.State
+		if to > QPStateErr {
+			return fmt.Errorf("uverbs: modify_qp: State %d is not a QP state", to)
+		}
+		if to != QPStateReset && to != QPStateErr && !validTransitions[[2]QPState{cur, to}] {
+			return fmt.Errorf("uverbs: modify_qp: QP %d cannot go from %v to %v", qp.qpn, cur, to)
+		}
+		if missing := requiredAttrs(qp.typ, cur, to) &^ mask; missing != 0 {
+			return fmt.Errorf("uverbs: modify_qp: %v QP %d from %v to %v needs %v", qp.typ, qp.qpn, cur, to, missing)
+		}
+	}
+	if mask&QPAttrPathMTU != 0 && attr.PathMTU.Bytes() == 0 {
+		return fmt.Errorf("uverbs: modify_qp: PathMTU %d is not an MTU", attr.PathMTU)
+	}
+	if mask&QPAttrPort != 0 && attr.Port == 0 {
+		return fmt.Errorf("uverbs: modify_qp: Port 0 is invalid; ports are numbered from 1")
+	}
+	if err := qp.modify(attr, mask); err != nil {
+		return err
+	}
+	if mask&QPAttrState != 0 {
+		qp.mu.Lock()
+		qp.state = attr.State
+		qp.mu.Unlock()
+	}
+	return nil
+}
+
+func qpDest(a *AHAttr) abi.QPDest {
+	d := abi.QPDest{
+		DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID, SGIDIndex: a.GRH.SGIDIndex,
+		HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass, SL: a.SL, SrcPathBits: a.SrcPathBits,
+		StaticRate: a.StaticRate, PortNum: a.PortNum,
+	}
+	if a.IsGlobal {
+		d.IsGlobal = 1
+	}
+	return d
+}
+
+func fromQPDest(d *abi.QPDest) AHAttr {
+	return AHAttr{
+		GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit,
+			TrafficClass: d.TrafficClass},
+		IsGlobal: d.IsGlobal != 0, DLID: d.DLID, SL: d.SL, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		PortNum: d.PortNum,
+	}
+}
+
+// modify sends MODIFY_QP, copying only the selected fields as rdma-core
+// does (copy_modify_qp_fields), so the bytes match libibverbs'.
+func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
+	m := abi.ModifyQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
+	if mask&QPAttrState != 0 {
+		m.QPState = uint8(a.State)
+	}
+	if mask&QPAttrCurState != 0 {
+		m.CurQPState = uint8(a.CurState)
+	}
+	if mask&QPAttrEnSQDAsyncNotify != 0 && a.EnSQDAsyncNotify {
+		m.EnSQDAsyncNotify = 1
+	}
+	if mask&QPAttrAccessFlags != 0 {
+		m.QPAccessFlags = uint32(a.AccessFlags)
+	}
+	if mask&QPAttrPkeyIndex != 0 {
+		m.PkeyIndex = a.PkeyIndex
+	}
+	if mask&QPAttrPort != 0 {
+		m.PortNum = a.Port
+	}
+	if mask&QPAttrQkey != 0 {
+		m.Qkey = a.Qkey
+	}
+	if mask&QPAttrAV != 0 {
+		m.Dest = qpDest(&a.AH)
+	}
+	if mask&QPAttrPathMTU != 0 {
+		m.PathMTU = uint8(a.PathMTU)
+	}
+	if mask&QPAttrTimeout != 0 {
+		m.Timeout = a.Timeout
+	}
+	if mask&QPAttrRetryCnt != 0 {
+		m.RetryCnt = a.RetryCnt
+	}
+	if mask&QPAttrRNRRetry != 0 {
+		m.RNRRetry = a.RNRRetry
+	}
+	if mask&QPAttrRQPSN != 0 {
+		m.RQPSN = a.RQPSN
+	}
+	if mask&QPAttrMaxQPRdAtomic != 0 {
+		m.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if mask&QPAttrAltPath != 0 {
+		m.AltDest = qpDest(&a.AltAH)
+		m.AltPkeyIndex = a.AltPkeyIndex
+		m.AltPortNum = a.AltPort
+		m.AltTimeout = a.AltTimeout
+	}
+	if mask&QPAttrMinRNRTimer != 0 {
+		m.MinRNRTimer = a.MinRNRTimer
+	}
+	if mask&QPAttrSQPSN != 0 {
+		m.SQPSN = a.SQPSN
+	}
+	if mask&QPAttrMaxDestRdAtomic != 0 {
+		m.MaxDestRdAtomic = a.MaxDestRdAtomic
+	}
+	if mask&QPAttrPathMigState != 0 {
+		m.PathMigState = a.PathMigState
+	}
+	if mask&QPAttrDestQPN != 0 {
+		m.DestQPNum = a.DestQPN
+	}
+	c := qp.pd.ctx
+	if mask&QPAttrRateLimit != 0 {
+		// Attributes from RATE_LIMIT on need the extended command.
+		ex := struct {
+			Base      abi.ModifyQP
+			RateLimit uint32
+			Reserved  uint32
+		}{Base: m, RateLimit: a.RateLimit}
+		var resp [8]byte
+		return c.conn.Write("modify_qp", &transport.Write{
+			Cmd: abi.CmdFlagExtended | abi.ExCmdModifyQP, In: asBytes(&ex), CoreIn: int(unsafe.Sizeof(ex)),
+			Out: resp[:], CoreOut: len(resp),
+		})
+	}
+	return c.conn.Write("modify_qp", &transport.Write{Cmd: abi.CmdModifyQP, In: asBytes(&m), CoreIn: int(unsafe.Sizeof(m))})
+}
+
+// Query returns the QP's current attributes from the kernel.
+func (qp *QP) Query() (QPAttr, error) {
+	if err := qp.use(); err != nil {
+		return QPAttr{}, fmt.Errorf("uverbs: query_qp: %w", err)
+	}
+	req := abi.QueryQP{QPHandle: qp.handle, AttrMask: 0xffffffff}
+	var r abi.QueryQPResp
+	if err := qp.pd.ctx.conn.Write("query_qp", &transport.Write{
+		Cmd: abi.CmdQueryQP, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&r), CoreOut: int(unsafe.Sizeof(r)),
+	}); err != nil {
+		return QPAttr{}, err
+	}
+	a := QPAttr{
+		State: QPState(r.QPState), CurState: QPState(r.CurQPState), PathMTU: MTU(r.PathMTU), PathMigState: r.PathMigState,
+		Qkey: r.Qkey, RQPSN: r.RQPSN, SQPSN: r.SQPSN, DestQPN: r.DestQPNum, AccessFlags: Access(r.QPAccessFlags),
+		Cap: QPCap{r.MaxSendWr, r.MaxRecvWr, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData},
+		AH:  fromQPDest(&r.Dest), AltAH: fromQPDest(&r.AltDest), PkeyIndex: r.PkeyIndex, AltPkeyIndex: r.AltPkeyIndex,
+		SQDraining: r.SQDraining != 0, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,
+		MinRNRTimer: r.MinRNRTimer, Port: r.PortNum, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
+		AltPort: r.AltPortNum, AltTimeout: r.AltTimeout,
+	}
+	qp.mu.Lock()
+	qp.state = a.State
+	qp.mu.Unlock()
+	return a, nil
+}

@@ -1,0 +1,224 @@
+package uverbs
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// SRQ is a shared receive queue: receive buffers many QPs draw from.
+type SRQ struct {
+	pd     *PD
+	handle uint32
+	maxWr  uint32
+	maxSGE uint32
+	srqn   uint32
+	prov   provider.SRQ
+
+	mu     sync.Mutex
+	closed bool
+	ref    *cleanupRef
+}
+
+// SRQAttr are the attributes of an SRQ.
+type SRQAttr struct {
+	MaxWr    uint32
+	MaxSGE   uint32
+	SRQLimit uint32 // raise EventSRQLimitReached when fewer WRs remain
+}
+
+// SRQ modify mask bits (enum ibv_srq_attr_mask).
+const (
+	SRQAttrMaxWr = 1 << 0
+	SRQAttrLimit = 1 << 1
+)
+
+// CreateSRQ creates a shared receive queue in the PD.
+func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: create_srq: %w", err)
+	}
+	if attr.MaxWr == 0 || attr.MaxSGE == 0 {
+		return nil, fmt.Errorf("uverbs: create_srq: MaxWr %d and MaxSGE %d must be positive", attr.MaxWr, attr.MaxSGE)
+	}
+	c := pd.ctx
+	pc, ok := c.pctx.(provider.SRQContext)
+	if !ok {
+		return nil, fmt.Errorf("uverbs: create_srq: %s provider: %w", c.prov.Name(), ErrNotSupported)
+	}
+	ps, err := pc.NewSRQ(attr.MaxWr, attr.MaxSGE)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: create_srq: %s provider: %w", c.prov.Name(), err)
+	}
+	s := &SRQ{pd: pd, prov: ps, ref: &cleanupRef{}}
+	id := c.nextID.Add(1)
+	drvIn, drvOut := ps.CreateData()
+	var respMaxWr, respMaxSGE uint32
+	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQCreate)
+	iHandle := q.NewHandle(abi.AttrCreateSRQHandle)
+	q.Handle(abi.AttrCreateSRQPDHandle, pd.handle)
+	q.U64(abi.AttrCreateSRQUserHandle, id)
+	q.U32(abi.AttrCreateSRQMaxWR, attr.MaxWr)
+	q.U32(abi.AttrCreateSRQMaxSGE, attr.MaxSGE)
+	q.U32(abi.AttrCreateSRQLimit, attr.SRQLimit)
+	q.Const(abi.AttrCreateSRQType, 0) // IB_UVERBS_SRQT_BASIC
+	if c.async != nil {
+		q.FD(abi.AttrCreateSRQEventFD, int32(c.async.Fd()))
+	}
+	q.Out(abi.AttrCreateSRQRespMaxWR, asBytes(&respMaxWr))
+	q.Out(abi.AttrCreateSRQRespMaxSGE, asBytes(&respMaxSGE))
+	if len(drvIn) > 0 {
+		q.In(abi.AttrUHWIn, drvIn)
+	}
+	if len(drvOut) > 0 {
+		q.Out(abi.AttrUHWOut, drvOut)
+	}
+	viaWrite := false
+	err = c.conn.IoctlOrWrite("create_srq", transport.OpCreateSRQ, q, func() error {
+		viaWrite = true
+		req := abi.CreateSRQ{UserHandle: id, PDHandle: pd.handle, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit}
+		var resp abi.CreateSRQResp
+		w := &transport.Write{
+			Cmd: abi.CmdCreateSRQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
+			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
+		}
+		if err := c.conn.Write("create_srq", w); err != nil {
+			return err
+		}
+		copy(asBytes(&resp), w.Out)
+		copy(drvOut, w.Out[w.CoreOut:])
+		s.handle, respMaxWr, respMaxSGE, s.srqn = resp.SRQHandle, resp.MaxWr, resp.MaxSGE, resp.SRQN
+		return nil
+	})
+	if err == nil && !viaWrite {
+		s.handle = uint32(q.Data(iHandle))
+	}
+	if err == nil {
+		s.maxWr, s.maxSGE = respMaxWr, respMaxSGE
+		if err = ps.Created(c.conn, s.handle, respMaxWr, respMaxSGE); err != nil {
+			destroySRQ(c, s.handle)
+		}
+	}
+	if err != nil {
+		ps.Destroyed()
+		return nil, err
+	}
+	runtime.AddCleanup(s, func(a srqCleanup) { a.run() }, srqCleanup{c, s.ref, s.handle, ps})
+	return s, nil
+}
+
+// MaxWr and MaxSGE return the sizes the kernel granted.
+func (s *SRQ) MaxWr() uint32  { return s.maxWr }
+func (s *SRQ) MaxSGE() uint32 { return s.maxSGE }
+
+// Handle returns the kernel's handle of the SRQ.
+func (s *SRQ) Handle() uint32 { return s.handle }
+
+// Provider returns the provider's half of the SRQ, for its data path.
+func (s *SRQ) Provider() provider.SRQ { return s.prov }
+
+// Modify changes the SRQ's limit (SRQAttrLimit) or size (SRQAttrMaxWr).
+func (s *SRQ) Modify(attr SRQAttr, mask int) error {
+	if err := s.use(); err != nil {
+		return fmt.Errorf("uverbs: modify_srq: %w", err)
+	}
+	if mask == 0 || mask&^(SRQAttrMaxWr|SRQAttrLimit) != 0 {
+		return fmt.Errorf("uverbs: modify_srq: mask %#x: want SRQAttrMaxWr and/or SRQAttrLimit", mask)
+	}
+	c := s.pd.ctx
+	req := abi.ModifySRQ{SRQHandle: s.handle, AttrMask: uint32(mask), MaxWr: attr.MaxWr, SRQLimit: attr.SRQLimit}
+	drv := s.prov.ModifyData()
+	if err := c.conn.Write("modify_srq", &transport.Write{
+		Cmd: abi.CmdModifySRQ, In: concat(asBytes(&req), drv), CoreIn: int(unsafe.Sizeof(req)),
+	}); err != nil {
+		return err
+	}
+	resized := mask&SRQAttrMaxWr != 0
+	if resized {
+		s.maxWr = attr.MaxWr
+	}
+	return s.prov.Modified(c.conn, resized)
+}
+
+// Query returns the SRQ's attributes from the kernel.
+func (s *SRQ) Query() (SRQAttr, error) {
+	if err := s.use(); err != nil {
+		return SRQAttr{}, fmt.Errorf("uverbs: query_srq: %w", err)
+	}
+	req := abi.QuerySRQ{SRQHandle: s.handle}
+	var resp abi.QuerySRQResp
+	if err := s.pd.ctx.conn.Write("query_srq", &transport.Write{
+		Cmd: abi.CmdQuerySRQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	}); err != nil {
+		return SRQAttr{}, err
+	}
+	return SRQAttr{MaxWr: resp.MaxWr, MaxSGE: resp.MaxSGE, SRQLimit: resp.SRQLimit}, nil
+}
+
+// Close destroys the SRQ. The kernel refuses (EBUSY) while QPs use it.
+// Closing twice is a no-op.
+func (s *SRQ) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	c := s.pd.ctx
+	if !c.isClosed() {
+		if err := destroySRQ(c, s.handle); err != nil {
+			return err
+		}
+	}
+	s.closed = true
+	s.ref.finish()
+	return s.prov.Destroyed()
+}
+
+func (s *SRQ) use() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("uverbs: SRQ %d: %w", s.handle, ErrClosed)
+	}
+	return s.pd.ctx.check()
+}
+
+func destroySRQ(c *Context, handle uint32) error {
+	var resp abi.DestroySRQResp
+	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQDestroy)
+	q.Out(abi.AttrDestroySRQResp, asBytes(&resp))
+	q.Handle(abi.AttrDestroySRQHandle, handle)
+	return c.conn.IoctlOrWrite("destroy_srq", transport.OpDestroySRQ, q, func() error {
+		req := abi.DestroySRQ{SRQHandle: handle}
+		return c.conn.Write("destroy_srq", &transport.Write{
+			Cmd: abi.CmdDestroySRQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+			Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+		})
+	})
+}
+
+type srqCleanup struct {
+	ctx    *Context
+	ref    *cleanupRef
+	handle uint32
+	prov   provider.SRQ
+}
+
+func (a srqCleanup) run() {
+	if !a.ref.finish() {
+		return
+	}
+	if !a.ctx.isClosed() {
+		destroySRQ(a.ctx, a.handle)
+	}
+	a.prov.Destroyed()
+}
