@@ -105,109 +105,171 @@ func (s *fakeSystem) Open(h hca) (device, error) {
 	return nil, fmt.Errorf("open %s: no such device", h.name)
 }
 
-func setU[T ~uint8 | ~uint16 | ~uint32 | ~uint64](p *T) func(uint64) {
-	return func(v uint64) { *p = T(v) }
+// fieldRef names one attribute as the fixture (and ibv_device_attr_ex or
+// ibv_port_attr) does and points at the uverbs field holding it.
+type fieldRef struct {
+	name string
+	ptr  any
 }
 
-// deviceAttrSetters maps the fixture's ibv_device_attr_ex field paths to
-// the DeviceAttr fields.
-func deviceAttrSetters(a *uverbs.DeviceAttr) map[string]func(uint64) {
-	return map[string]func(uint64){
-		"node_guid":                 func(v uint64) { a.NodeGUID = uverbs.GUID(v) },
-		"sys_image_guid":            func(v uint64) { a.SysImageGUID = uverbs.GUID(v) },
-		"max_mr_size":               setU(&a.MaxMRSize),
-		"page_size_cap":             setU(&a.PageSizeCap),
-		"vendor_id":                 setU(&a.VendorID),
-		"vendor_part_id":            setU(&a.VendorPartID),
-		"hw_ver":                    setU(&a.HWVer),
-		"max_qp":                    setU(&a.MaxQP),
-		"max_qp_wr":                 setU(&a.MaxQPWr),
-		"device_cap_flags":          setU(&a.DeviceCapFlags),
-		"max_sge":                   setU(&a.MaxSGE),
-		"max_sge_rd":                setU(&a.MaxSGERd),
-		"max_cq":                    setU(&a.MaxCQ),
-		"max_cqe":                   setU(&a.MaxCQE),
-		"max_mr":                    setU(&a.MaxMR),
-		"max_pd":                    setU(&a.MaxPD),
-		"max_qp_rd_atom":            setU(&a.MaxQPRdAtom),
-		"max_ee_rd_atom":            setU(&a.MaxEERdAtom),
-		"max_res_rd_atom":           setU(&a.MaxResRdAtom),
-		"max_qp_init_rd_atom":       setU(&a.MaxQPInitRdAtom),
-		"max_ee_init_rd_atom":       setU(&a.MaxEEInitRdAtom),
-		"atomic_cap":                setU(&a.AtomicCap),
-		"max_ee":                    setU(&a.MaxEE),
-		"max_rdd":                   setU(&a.MaxRDD),
-		"max_mw":                    setU(&a.MaxMW),
-		"max_raw_ipv6_qp":           setU(&a.MaxRawIPv6QP),
-		"max_raw_ethy_qp":           setU(&a.MaxRawEthyQP),
-		"max_mcast_grp":             setU(&a.MaxMcastGrp),
-		"max_mcast_qp_attach":       setU(&a.MaxMcastQPAttach),
-		"max_total_mcast_qp_attach": setU(&a.MaxTotalMcastQPAttach),
-		"max_ah":                    setU(&a.MaxAH),
-		"max_fmr":                   setU(&a.MaxFMR),
-		"max_map_per_fmr":           setU(&a.MaxMapPerFMR),
-		"max_srq":                   setU(&a.MaxSRQ),
-		"max_srq_wr":                setU(&a.MaxSRQWr),
-		"max_srq_sge":               setU(&a.MaxSRQSGE),
-		"max_pkeys":                 setU(&a.MaxPkeys),
-		"local_ca_ack_delay":        setU(&a.LocalCAAckDelay),
-		"phys_port_cnt":             setU(&a.PhysPortCnt),
-		"odp_caps.general_caps":     setU(&a.ODPCaps.General),
-		"odp_caps.per_transport_caps.rc_odp_caps": setU(&a.ODPCaps.RC),
-		"odp_caps.per_transport_caps.uc_odp_caps": setU(&a.ODPCaps.UC),
-		"odp_caps.per_transport_caps.ud_odp_caps": setU(&a.ODPCaps.UD),
-		"xrc_odp_caps":                            setU(&a.ODPCaps.XRC),
-		"completion_timestamp_mask":               setU(&a.CompletionTimestampMask),
-		"hca_core_clock":                          setU(&a.HCACoreClock),
-		"device_cap_flags_ex":                     setU(&a.DeviceCapFlagsEx),
-		"tso_caps.max_tso":                        setU(&a.TSOCaps.MaxTSO),
-		"tso_caps.supported_qpts":                 setU(&a.TSOCaps.SupportedQPTs),
-		"rss_caps.supported_qpts":                 setU(&a.RSSCaps.SupportedQPTs),
-		"rss_caps.max_rwq_indirection_tables":     setU(&a.RSSCaps.MaxRWQIndirectionTables),
-		"rss_caps.max_rwq_indirection_table_size": setU(&a.RSSCaps.MaxRWQIndirectionTableSize),
-		"rss_caps.rx_hash_fields_mask":            setU(&a.RSSCaps.RxHashFieldsMask),
-		"rss_caps.rx_hash_function":               setU(&a.RSSCaps.RxHashFunction),
-		"max_wq_type_rq":                          setU(&a.MaxWQTypeRQ),
-		"packet_pacing_caps.qp_rate_limit_min":    setU(&a.PacketPacingCaps.QPRateLimitMin),
-		"packet_pacing_caps.qp_rate_limit_max":    setU(&a.PacketPacingCaps.QPRateLimitMax),
-		"packet_pacing_caps.supported_qpts":       setU(&a.PacketPacingCaps.SupportedQPTs),
-		"raw_packet_caps":                         setU(&a.RawPacketCaps),
-		"tm_caps.max_rndv_hdr_size":               setU(&a.TMCaps.MaxRndvHdrSize),
-		"tm_caps.max_num_tags":                    setU(&a.TMCaps.MaxNumTags),
-		"tm_caps.flags":                           setU(&a.TMCaps.Flags),
-		"tm_caps.max_ops":                         setU(&a.TMCaps.MaxOps),
-		"tm_caps.max_sge":                         setU(&a.TMCaps.MaxSGE),
-		"cq_mod_caps.max_cq_count":                setU(&a.CQModCaps.MaxCQCount),
-		"cq_mod_caps.max_cq_period":               setU(&a.CQModCaps.MaxCQPeriod),
-		"max_dm_size":                             setU(&a.MaxDMSize),
+func (f fieldRef) set(v uint64) {
+	switch p := f.ptr.(type) {
+	case *uint8:
+		*p = uint8(v)
+	case *uint16:
+		*p = uint16(v)
+	case *uint32:
+		*p = uint32(v)
+	case *uint64:
+		*p = v
+	case *uverbs.GUID:
+		*p = uverbs.GUID(v)
+	case *uverbs.AtomicCap:
+		*p = uverbs.AtomicCap(v)
+	case *uverbs.PortState:
+		*p = uverbs.PortState(v)
+	case *uverbs.MTU:
+		*p = uverbs.MTU(v)
+	case *uverbs.LinkLayer:
+		*p = uverbs.LinkLayer(v)
+	default:
+		panic(fmt.Sprintf("fieldRef %s: unhandled %T", f.name, f.ptr))
 	}
 }
 
-func portAttrSetters(a *uverbs.PortAttr) map[string]func(uint64) {
-	return map[string]func(uint64){
-		"state":           setU(&a.State),
-		"max_mtu":         setU(&a.MaxMTU),
-		"active_mtu":      setU(&a.ActiveMTU),
-		"gid_tbl_len":     setU(&a.GIDTblLen),
-		"port_cap_flags":  setU(&a.PortCapFlags),
-		"max_msg_sz":      setU(&a.MaxMsgSz),
-		"bad_pkey_cntr":   setU(&a.BadPkeyCntr),
-		"qkey_viol_cntr":  setU(&a.QkeyViolCntr),
-		"pkey_tbl_len":    setU(&a.PkeyTblLen),
-		"lid":             setU(&a.LID),
-		"sm_lid":          setU(&a.SMLID),
-		"lmc":             setU(&a.LMC),
-		"max_vl_num":      setU(&a.MaxVLNum),
-		"sm_sl":           setU(&a.SMSL),
-		"subnet_timeout":  setU(&a.SubnetTimeout),
-		"init_type_reply": setU(&a.InitTypeReply),
-		"active_width":    setU(&a.ActiveWidth),
-		"active_speed":    setU(&a.ActiveSpeed),
-		"phys_state":      setU(&a.PhysState),
-		"link_layer":      setU(&a.LinkLayer),
-		"flags":           setU(&a.Flags),
-		"port_cap_flags2": setU(&a.PortCapFlags2),
+func (f fieldRef) get() uint64 {
+	switch p := f.ptr.(type) {
+	case *uint8:
+		return uint64(*p)
+	case *uint16:
+		return uint64(*p)
+	case *uint32:
+		return uint64(*p)
+	case *uint64:
+		return *p
+	case *uverbs.GUID:
+		return uint64(*p)
+	case *uverbs.AtomicCap:
+		return uint64(*p)
+	case *uverbs.PortState:
+		return uint64(*p)
+	case *uverbs.MTU:
+		return uint64(*p)
+	case *uverbs.LinkLayer:
+		return uint64(*p)
 	}
+	panic(fmt.Sprintf("fieldRef %s: unhandled %T", f.name, f.ptr))
+}
+
+// deviceAttrFields maps the fixture's ibv_device_attr_ex field paths to the
+// DeviceAttr fields.
+func deviceAttrFields(a *uverbs.DeviceAttr) []fieldRef {
+	return []fieldRef{
+		{"node_guid", &a.NodeGUID},
+		{"sys_image_guid", &a.SysImageGUID},
+		{"max_mr_size", &a.MaxMRSize},
+		{"page_size_cap", &a.PageSizeCap},
+		{"vendor_id", &a.VendorID},
+		{"vendor_part_id", &a.VendorPartID},
+		{"hw_ver", &a.HWVer},
+		{"max_qp", &a.MaxQP},
+		{"max_qp_wr", &a.MaxQPWr},
+		{"device_cap_flags", &a.DeviceCapFlags},
+		{"max_sge", &a.MaxSGE},
+		{"max_sge_rd", &a.MaxSGERd},
+		{"max_cq", &a.MaxCQ},
+		{"max_cqe", &a.MaxCQE},
+		{"max_mr", &a.MaxMR},
+		{"max_pd", &a.MaxPD},
+		{"max_qp_rd_atom", &a.MaxQPRdAtom},
+		{"max_ee_rd_atom", &a.MaxEERdAtom},
+		{"max_res_rd_atom", &a.MaxResRdAtom},
+		{"max_qp_init_rd_atom", &a.MaxQPInitRdAtom},
+		{"max_ee_init_rd_atom", &a.MaxEEInitRdAtom},
+		{"atomic_cap", &a.AtomicCap},
+		{"max_ee", &a.MaxEE},
+		{"max_rdd", &a.MaxRDD},
+		{"max_mw", &a.MaxMW},
+		{"max_raw_ipv6_qp", &a.MaxRawIPv6QP},
+		{"max_raw_ethy_qp", &a.MaxRawEthyQP},
+		{"max_mcast_grp", &a.MaxMcastGrp},
+		{"max_mcast_qp_attach", &a.MaxMcastQPAttach},
+		{"max_total_mcast_qp_attach", &a.MaxTotalMcastQPAttach},
+		{"max_ah", &a.MaxAH},
+		{"max_fmr", &a.MaxFMR},
+		{"max_map_per_fmr", &a.MaxMapPerFMR},
+		{"max_srq", &a.MaxSRQ},
+		{"max_srq_wr", &a.MaxSRQWr},
+		{"max_srq_sge", &a.MaxSRQSGE},
+		{"max_pkeys", &a.MaxPkeys},
+		{"local_ca_ack_delay", &a.LocalCAAckDelay},
+		{"phys_port_cnt", &a.PhysPortCnt},
+		{"odp_caps.general_caps", &a.ODPCaps.General},
+		{"odp_caps.per_transport_caps.rc_odp_caps", &a.ODPCaps.RC},
+		{"odp_caps.per_transport_caps.uc_odp_caps", &a.ODPCaps.UC},
+		{"odp_caps.per_transport_caps.ud_odp_caps", &a.ODPCaps.UD},
+		{"xrc_odp_caps", &a.ODPCaps.XRC},
+		{"completion_timestamp_mask", &a.CompletionTimestampMask},
+		{"hca_core_clock", &a.HCACoreClock},
+		{"device_cap_flags_ex", &a.DeviceCapFlagsEx},
+		{"tso_caps.max_tso", &a.TSOCaps.MaxTSO},
+		{"tso_caps.supported_qpts", &a.TSOCaps.SupportedQPTs},
+		{"rss_caps.supported_qpts", &a.RSSCaps.SupportedQPTs},
+		{"rss_caps.max_rwq_indirection_tables", &a.RSSCaps.MaxRWQIndirectionTables},
+		{"rss_caps.max_rwq_indirection_table_size", &a.RSSCaps.MaxRWQIndirectionTableSize},
+		{"rss_caps.rx_hash_fields_mask", &a.RSSCaps.RxHashFieldsMask},
+		{"rss_caps.rx_hash_function", &a.RSSCaps.RxHashFunction},
+		{"max_wq_type_rq", &a.MaxWQTypeRQ},
+		{"packet_pacing_caps.qp_rate_limit_min", &a.PacketPacingCaps.QPRateLimitMin},
+		{"packet_pacing_caps.qp_rate_limit_max", &a.PacketPacingCaps.QPRateLimitMax},
+		{"packet_pacing_caps.supported_qpts", &a.PacketPacingCaps.SupportedQPTs},
+		{"raw_packet_caps", &a.RawPacketCaps},
+		{"tm_caps.max_rndv_hdr_size", &a.TMCaps.MaxRndvHdrSize},
+		{"tm_caps.max_num_tags", &a.TMCaps.MaxNumTags},
+		{"tm_caps.flags", &a.TMCaps.Flags},
+		{"tm_caps.max_ops", &a.TMCaps.MaxOps},
+		{"tm_caps.max_sge", &a.TMCaps.MaxSGE},
+		{"cq_mod_caps.max_cq_count", &a.CQModCaps.MaxCQCount},
+		{"cq_mod_caps.max_cq_period", &a.CQModCaps.MaxCQPeriod},
+		{"max_dm_size", &a.MaxDMSize},
+	}
+}
+
+// portAttrFields maps ibv_port_attr field names to the PortAttr fields.
+func portAttrFields(a *uverbs.PortAttr) []fieldRef {
+	return []fieldRef{
+		{"state", &a.State},
+		{"max_mtu", &a.MaxMTU},
+		{"active_mtu", &a.ActiveMTU},
+		{"gid_tbl_len", &a.GIDTblLen},
+		{"port_cap_flags", &a.PortCapFlags},
+		{"max_msg_sz", &a.MaxMsgSz},
+		{"bad_pkey_cntr", &a.BadPkeyCntr},
+		{"qkey_viol_cntr", &a.QkeyViolCntr},
+		{"pkey_tbl_len", &a.PkeyTblLen},
+		{"lid", &a.LID},
+		{"sm_lid", &a.SMLID},
+		{"lmc", &a.LMC},
+		{"max_vl_num", &a.MaxVLNum},
+		{"sm_sl", &a.SMSL},
+		{"subnet_timeout", &a.SubnetTimeout},
+		{"init_type_reply", &a.InitTypeReply},
+		{"active_width", &a.ActiveWidth},
+		{"active_speed", &a.ActiveSpeed},
+		{"phys_state", &a.PhysState},
+		{"link_layer", &a.LinkLayer},
+		{"flags", &a.Flags},
+		{"port_cap_flags2", &a.PortCapFlags2},
+	}
+}
+
+func findField(fields []fieldRef, name string) (fieldRef, bool) {
+	for _, f := range fields {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return fieldRef{}, false
 }
 
 func parseGID(s string) (uverbs.GID, error) {
@@ -253,7 +315,7 @@ func loadFixture(path string) (*fakeSystem, error) {
 			continue
 		}
 		if fields[0] == "device" {
-			d = &fakeDev{h: hca{name: fields[1], info: hcaInfo{Index: -1, ABIVersion: -1}}, ports: map[uint8]*fakePort{}, gids: map[[2]int]fakeGID{}}
+			d = &fakeDev{h: hca{name: fields[1], info: hcaInfo{ABIVersion: -1}}, ports: map[uint8]*fakePort{}, gids: map[[2]int]fakeGID{}}
 			sys.devs = append(sys.devs, d)
 			p = nil
 			continue
@@ -282,20 +344,20 @@ func loadFixture(path string) (*fakeSystem, error) {
 				d.attr.FWVer = strings.TrimPrefix(line, "attr fw_ver ")
 				break
 			}
-			set, ok := deviceAttrSetters(&d.attr)[fields[1]]
+			f, ok := findField(deviceAttrFields(&d.attr), fields[1])
 			if !ok {
 				return nil, bad(errors.New("unknown attribute"))
 			}
-			set(num(2))
+			f.set(num(2))
 		case "port":
 			p = &fakePort{}
 			d.ports[uint8(num(1))] = p
 		case "pattr":
-			set, ok := portAttrSetters(&p.attr)[fields[1]]
+			f, ok := findField(portAttrFields(&p.attr), fields[1])
 			if !ok {
 				return nil, bad(errors.New("unknown port attribute"))
 			}
-			set(num(2))
+			f.set(num(2))
 		case "port_fail":
 			p.fail = unix.Errno(num(1))
 		case "gid", "gidtype_fail":

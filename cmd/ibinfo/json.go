@@ -493,10 +493,6 @@ func jsonDeviceBase(h hca) jsonDevice {
 		Transport: transportStr(transportOf(h.nodeType)),
 		NodeDesc:  h.info.NodeDesc,
 	}
-	if h.info.Index >= 0 {
-		idx := h.info.Index
-		jd.Ifindex = &idx
-	}
 	if id, ok := boardIDText(h.boardID); ok {
 		jd.BoardID = id
 	}

@@ -1,6 +1,31 @@
 package main
 
-import "net"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/sysfs"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// realSystem is the running machine: sysfs for the device list, uverbs to
+// open devices.
+type realSystem struct {
+	root string // "/" but for tests
+	fs   *sysfs.FS
+}
+
+func newRealSystem() system { return &realSystem{root: "/", fs: sysfs.New("/")} }
 
 // interfaceName is the name of the network interface with the index, or ""
 // when there is none.
@@ -12,4 +37,164 @@ var interfaceName = func(ifindex uint32) string {
 	return ifi.Name
 }
 
-func newRealSystem() system { return nil }
+// Devices lists what rdma-core's ibv_get_device_list would: devices with a
+// uverbs character device node and a provider, in sysfs's rdma-core order.
+// Devices whose node exists but cannot be opened are listed, as rdma-core
+// lists them; opening them fails later with the reason.
+func (s *realSystem) Devices() ([]hca, []unusable, error) {
+	if err := s.checkSubsystem(); err != nil {
+		return nil, nil, err
+	}
+	all, err := s.fs.AllDevices()
+	if err != nil {
+		return nil, nil, &listError{perror: perrorText(err), err: err}
+	}
+	var usable []hca
+	var skipped []unusable
+	for _, d := range all {
+		if errors.Is(d.Problem, sysfs.ErrABIVersion) {
+			// rdma-core refuses the whole list when the kernel's uverbs
+			// ABI is out of its range (check_abi_version: ENOSYS).
+			return nil, nil, &listError{perror: perrorText(unix.ENOSYS), err: d.Problem}
+		}
+		if why := s.unlisted(d); why != nil {
+			skipped = append(skipped, unusable{name: d.Name, reason: why})
+			continue
+		}
+		usable = append(usable, s.hcaOf(d))
+	}
+	return usable, skipped, nil
+}
+
+// checkSubsystem fails the way rdma-core's device list does when the RDMA
+// core is not loaded: no RDMA netlink (so no /sys/class/infiniband) and no
+// /sys/class/infiniband_verbs.
+func (s *realSystem) checkSubsystem() error {
+	ib := filepath.Join(s.root, "sys/class/infiniband")
+	verbs := filepath.Join(s.root, "sys/class/infiniband_verbs")
+	_, errIB := os.Stat(ib)
+	_, errVerbs := os.Stat(verbs)
+	if errors.Is(errIB, fs.ErrNotExist) && errors.Is(errVerbs, fs.ErrNotExist) {
+		return &listError{
+			perror: perrorText(unix.ENOSYS),
+			err: fmt.Errorf("%s and %s are missing: the RDMA modules are not loaded "+
+				"(load ib_uverbs and the device's driver, e.g. modprobe ib_uverbs rdma_rxe): %w", ib, verbs, fs.ErrNotExist),
+		}
+	}
+	return nil
+}
+
+// unlisted says why rdma-core would leave a device out of its list, or nil.
+func (s *realSystem) unlisted(d sysfs.Device) error {
+	p := d.Problem
+	switch {
+	case errors.Is(p, sysfs.ErrNoUverbs):
+		return fmt.Errorf("%w (is ib_uverbs loaded?)", p)
+	case errors.Is(p, sysfs.ErrNoCharDev) && errors.Is(p, fs.ErrNotExist):
+		// rdma-core stats the node and drops the device when it is absent.
+		return fmt.Errorf("%w (is /dev populated, or the device passed into the container?)", p)
+	case p != nil && d.Uverbs.Name == "":
+		return p
+	}
+	return providerProblem(d)
+}
+
+// providerProblem says why goverbs has no provider for the device, or nil:
+// the same choice uverbs.Open makes (driver ID over netlink, else the
+// device name), and the provider's uverbs ABI range.
+func providerProblem(d sysfs.Device) error {
+	var p provider.Provider
+	id, err := rdmanl.DriverID(d.Name)
+	if err == nil && abi.DriverID(id) != abi.DriverUnknown {
+		var ok bool
+		if p, ok = provider.Lookup(abi.DriverID(id)); !ok {
+			if k, known := provider.Known[abi.DriverID(id)]; known {
+				return fmt.Errorf("the %s provider is not linked into this program (import _ %q)", k.Name, k.Import)
+			}
+			return fmt.Errorf("goverbs has no provider for the %s driver (driver id %d)", provider.DriverName(abi.DriverID(id)), id)
+		}
+	} else {
+		var ok bool
+		if p, ok = provider.MatchName(d.Name); !ok {
+			return fmt.Errorf("no goverbs provider recognises the device (driver %q)", d.Driver)
+		}
+	}
+	if v := d.Uverbs.ABIVersion; v != 0 {
+		if lo, hi := p.ABIVersions(); v < lo || v > hi {
+			return fmt.Errorf("the driver's uverbs ABI %d is outside the %s provider's range %d..%d", v, p.Name(), lo, hi)
+		}
+	}
+	return nil
+}
+
+func (s *realSystem) hcaOf(d sysfs.Device) hca {
+	h := hca{
+		name:     d.Name,
+		nodeType: int(d.NodeType),
+		boardID:  readOnce(filepath.Join(s.root, "sys/class/infiniband", d.Name, "board_id"), 256),
+		info: hcaInfo{
+			NodeDesc:   d.NodeDesc,
+			CharDev:    d.Uverbs.CharDev,
+			ABIVersion: d.Uverbs.ABIVersion,
+			Driver:     d.Driver,
+			Ports:      map[int]portInfo{},
+		},
+	}
+	if d.Uverbs.Name == "" {
+		h.info.ABIVersion = -1
+	}
+	for _, p := range d.Ports {
+		pi := portInfo{GIDs: map[int]gidSysfs{}}
+		for _, g := range p.GIDs {
+			pi.GIDs[g.Index] = gidSysfs{Type: g.Type.String(), Netdev: g.Netdev}
+			if pi.Netdev == "" {
+				pi.Netdev = g.Netdev
+			}
+		}
+		h.info.Ports[p.Num] = pi
+	}
+	return h
+}
+
+// readOnce is what one read() of at most size bytes returns, as rdma-core
+// reads sysfs attributes; nil when the file cannot be read.
+func readOnce(path string, size int) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	n, err := f.Read(buf)
+	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	return buf[:n]
+}
+
+// Open opens the device with uverbs; GOVERBS_TRANSPORT picks the command
+// path, as for every goverbs program.
+func (s *realSystem) Open(h hca) (device, error) {
+	c, err := uverbs.Open(h.name)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// perrorText is the strerror text of the errno in err, as perror prints
+// it (glibc capitalises what Go's errno strings do not).
+func perrorText(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return capitalize(errno.Error())
+	}
+	return err.Error()
+}
+
+func capitalize(s string) string {
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
+}

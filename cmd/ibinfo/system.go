@@ -18,7 +18,6 @@ type hca struct {
 // hcaInfo is sysfs's description of a device beyond what ibv_devinfo
 // prints.
 type hcaInfo struct {
-	Index      int    // kernel device index; -1 when unknown
 	NodeDesc   string // node_desc
 	CharDev    string // /dev/infiniband/uverbsN
 	ABIVersion int    // uverbs ABI version of the driver; -1 when unknown
