@@ -239,11 +239,11 @@ func (f *FS) readPort(dir string, num int) (Port, error) {
 }
 
 func hexParser(bits int, want string) func(string) (uint64, error) {
-	return func(s string) (uint64, error) { return parseHex(s, bits, want) }
+	return func(s string) (uint64, error) { return parseHex(trimNL(s), bits, want) }
 }
 
 func decParser(bits int, want string) func(string) (uint64, error) {
-	return func(s string) (uint64, error) { return parseDec(s, bits, want) }
+	return func(s string) (uint64, error) { return parseDec(trimNL(s), bits, want) }
 }
 
 // ReadGID reads entry index of a port's GID table, the way rdma-core's

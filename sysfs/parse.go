@@ -120,7 +120,7 @@ func parseNumbered(text, want string) (int, string, error) {
 	if !ok || name == "" || strings.ContainsAny(name, "\n\x00") {
 		return 0, "", parseErr(text, want)
 	}
-	n, err := strconv.ParseUint(num, 10, 31)
+	n, err := parseDec(num, 31, want)
 	if err != nil {
 		return 0, "", parseErr(text, want)
 	}
@@ -161,9 +161,10 @@ func ParseLinkLayer(text string) (LinkLayer, error) {
 }
 
 // parseHex parses the kernel's "0x%x" attributes (lid, sm_lid, cap_mask,
-// pkeys) into a value of at most bits bits.
+// pkeys) into a value of at most bits bits. text has no newline: callers
+// trim the file's one newline before splitting it.
 func parseHex(text string, bits int, want string) (uint64, error) {
-	s, ok := strings.CutPrefix(trimNL(text), "0x")
+	s, ok := strings.CutPrefix(text, "0x")
 	if !ok || s == "" || s[0] == '+' || s[0] == '-' || strings.Contains(s, "_") {
 		return 0, parseErr(text, want)
 	}
@@ -175,10 +176,12 @@ func parseHex(text string, bits int, want string) (uint64, error) {
 }
 
 // parseDec parses the kernel's "%d"/"%u" attributes (lid_mask_count,
-// abi_version) into a value of at most bits bits.
+// abi_version) into a value of at most bits bits. printf never writes
+// leading zeros for %d, so they are refused. text has no newline, as for
+// parseHex.
 func parseDec(text string, bits int, want string) (uint64, error) {
-	s := trimNL(text)
-	if s == "" || s[0] == '+' || s[0] == '-' || strings.Contains(s, "_") {
+	s := text
+	if s == "" || s[0] == '+' || s[0] == '-' || strings.Contains(s, "_") || len(s) > 1 && s[0] == '0' {
 		return 0, parseErr(text, want)
 	}
 	v, err := strconv.ParseUint(s, 10, bits)
@@ -190,8 +193,11 @@ func parseDec(text string, bits int, want string) (uint64, error) {
 
 // ParsePKey parses a ports/N/pkeys/I file ("0xffff").
 func ParsePKey(text string) (uint16, error) {
-	v, err := parseHex(text, 16, `a P_Key like "0xffff"`)
-	return uint16(v), err
+	v, err := parseHex(trimNL(text), 16, `a P_Key like "0xffff"`)
+	if err != nil {
+		return 0, parseErr(text, `a P_Key like "0xffff"`)
+	}
+	return uint16(v), nil
 }
 
 // ParseGIDType parses a gid_attrs/types/I file: "IB/RoCE v1" or "RoCE v2"

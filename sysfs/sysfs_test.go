@@ -355,7 +355,7 @@ func TestOptionalFiles(t *testing.T) {
 func TestOSRoot(t *testing.T) {
 	root := t.TempDir()
 	tree := loadTree(t, "synthetic.txtar")
-	if err := materialize(tree, root); err != nil {
+	if err := tree.Materialize(root); err != nil {
 		t.Fatal(err)
 	}
 	f := sysfs.New(root)
@@ -380,49 +380,3 @@ func TestOSRoot(t *testing.T) {
 	}
 }
 
-// materialize writes a tree's files, directories and links under dir.
-// Character devices become empty files; read errors become files holding
-// nothing.
-func materialize(t *sysfstest.FS, dir string) error {
-	return fs.WalkDir(lstatFS{t}, ".", func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(p))
-		switch {
-		case p == ".":
-			return nil
-		case de.Type()&fs.ModeSymlink != 0:
-			target, err := t.ReadLink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, dst)
-		case de.IsDir():
-			return os.MkdirAll(dst, 0o755)
-		}
-		data, _ := fs.ReadFile(t, p)
-		return os.WriteFile(dst, data, 0o644)
-	})
-}
-
-// lstatFS lists directories without following links, so WalkDir sees the
-// links themselves.
-type lstatFS struct{ t *sysfstest.FS }
-
-func (l lstatFS) Open(name string) (fs.File, error) { return l.t.Open(name) }
-func (l lstatFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	entries, err := l.t.ReadDir(name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]fs.DirEntry, len(entries))
-	for i, e := range entries {
-		fi, err := l.t.Lstat(filepath.ToSlash(filepath.Join(name, e.Name())))
-		if err != nil {
-			return nil, err
-		}
-		out[i] = fs.FileInfoToDirEntry(fi)
-	}
-	return out, nil
-}

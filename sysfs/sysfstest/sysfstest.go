@@ -496,3 +496,35 @@ func errnoValue(name string) syscall.Errno {
 	}
 	return 0
 }
+
+// Materialize writes the tree under dir as real directories, files and
+// symbolic links, for code that wants a root directory (sysfs.New).
+// What a plain file system cannot hold without privileges is approximated:
+// character devices become empty regular files and files whose read fails
+// become empty files.
+func (t *FS) Materialize(dir string) error {
+	names := make([]string, 0, len(t.nodes))
+	for name := range t.nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names) // parents before children
+	for _, name := range names {
+		n := t.nodes[name]
+		dst := path.Join(dir, name)
+		var err error
+		switch n.Kind {
+		case Dir:
+			err = os.MkdirAll(dst, 0o755)
+		case Symlink:
+			err = os.Symlink(n.Target, dst)
+		case File:
+			err = os.WriteFile(dst, []byte(n.Data), 0o644)
+		default:
+			err = os.WriteFile(dst, nil, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
