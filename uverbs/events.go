@@ -42,8 +42,15 @@ func readEvent[T any](ctx context.Context, f *os.File, v *T) error {
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 	n, err := f.Read(buf)
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-			return ctx.Err()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The read deadline is ctx's own; its timer may not have
+			// fired yet.
+			if !dl.IsZero() && !time.Now().Before(dl) {
+				return context.DeadlineExceeded
+			}
 		}
 		return err
 	}

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,8 +82,12 @@ func TestQPLifecycle(t *testing.T) {
 					if typ != QPTypeUD && (qa.DestQPN != b.QPN() || qa.PathMTU != MTU1024 || qa.AH.GRH.DGID != f.gid.GID) {
 						t.Errorf("query: dest %d mtu %v dgid %v", qa.DestQPN, qa.PathMTU, qa.AH.GRH.DGID)
 					}
-					// RTS -> SQD -> RTS, then ERR and RESET.
+					// RTS -> SQD -> RTS, then ERR and RESET. The kernel
+					// refuses SQD -> RTS while the send queue drains.
 					for _, s := range []QPState{QPStateSQD, QPStateRTS, QPStateErr, QPStateReset} {
+						if s == QPStateRTS {
+							waitDrained(t, a)
+						}
 						if err := a.Modify(&QPAttr{State: s}, QPAttrState); err != nil {
 							t.Errorf("to %v: %v", s, err)
 						}
@@ -114,10 +119,10 @@ func TestQPKernelRejects(t *testing.T) {
 				t.Errorf("raw packet QP on rxe: %v, want ErrNotSupported", err)
 			}
 			qp := f.qp(t, QPTypeRC)
-			// The kernel checks what we do not: a bad pkey index.
-			err = qp.Modify(&QPAttr{State: QPStateInit, Port: 1, PkeyIndex: 100}, QPAttrState|QPAttrPort|QPAttrPkeyIndex|QPAttrAccessFlags)
+			// The kernel checks what we do not: a port the device lacks.
+			err = qp.Modify(&QPAttr{State: QPStateInit, Port: 2}, QPAttrState|QPAttrPort|QPAttrPkeyIndex|QPAttrAccessFlags)
 			if !errors.Is(err, unix.EINVAL) {
-				t.Errorf("INIT with pkey index 100: %v, want EINVAL", err)
+				t.Errorf("INIT on port 2: %v, want EINVAL", err)
 			}
 			// Closing a CQ that a QP uses is refused by the kernel.
 			if err := f.cq.Close(); !errors.Is(err, unix.EBUSY) {
@@ -182,4 +187,20 @@ func TestSRQAndAH(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitDrained waits until the kernel reports the QP's send queue drained.
+func waitDrained(t *testing.T, qp *QP) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		a, err := qp.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.SQDraining {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("QP %d still draining after a second", qp.QPN())
 }
