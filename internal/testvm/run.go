@@ -91,6 +91,9 @@ var (
 // qbootROM is QEMU's minimal firmware (Debian's qemu-system-data).
 const qbootROM = "/usr/share/qemu/qboot.rom"
 
+// errNoBoot marks a guest that ended before its init started.
+var errNoBoot = errors.New("kernel did not boot")
+
 // DefaultTimeout bounds a whole run unless Config.Timeout says otherwise.
 const DefaultTimeout = 15 * time.Minute
 
@@ -169,8 +172,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	consoleLog := filepath.Join(runDir, "console.log")
 	runErr := boot(ctx, cfg, k, runDir, initrd, consoleLog, returns, res)
+	if errors.Is(runErr, errNoBoot) && ctx.Err() == nil {
+		// The guest died before its init spoke: nothing of the program ran,
+		// so one more try is safe. TCG on a loaded host makes early boot
+		// fragile (timer checks, APIC bring-up).
+		kept, _ := keepLog(consoleLog)
+		fmt.Fprintf(cfg.Log, "vmexec: %v (console log %s); booting again\n", runErr, kept)
+		runErr = boot(ctx, cfg, k, runDir, initrd, consoleLog, returns, res)
+	}
 	logData, _ := os.ReadFile(consoleLog)
-	problem := runErr != nil || res.ExitCode != 0 && splat.Match(logData)
+	problem := runErr != nil && !errors.Is(runErr, ErrBadProgram) || res.ExitCode != 0 && splat.Match(logData)
 	if problem || cfg.KeepLog {
 		kept, err := keepLog(consoleLog)
 		if err == nil {
@@ -520,6 +531,8 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	}
 	consoleSock := filepath.Join(runDir, "console.sock")
 	channelSock := filepath.Join(runDir, "channel.sock")
+	os.Remove(consoleSock) // left by an earlier attempt
+	os.Remove(channelSock)
 	consoleLn, err := net.Listen("unix", consoleSock)
 	if err != nil {
 		return fmt.Errorf("console socket: %w", err)
@@ -552,7 +565,10 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 		firmware = []string{"-bios", qbootROM}
 	}
 	// Two UARTs: ttyS0 the kernel console, ttyS1 the framed channel.
-	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2"
+	// no_timer_check: under TCG on a busy host the IO-APIC timer test at
+	// boot can miss its interrupt and panic ("IO-APIC + timer doesn't
+	// work!"); the timer itself is fine.
+	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check"
 	args := append(firmware,
 		"-accel", "tcg", "-cpu", "max",
 		"-m", fmt.Sprint(mem), "-smp", fmt.Sprint(cpus),
@@ -720,7 +736,11 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 		if chanErr != nil {
 			detail += fmt.Sprintf(" (channel: %v)", chanErr)
 		}
-		return fmt.Errorf("%w while %v: qemu: %v %s", ErrGuestLost, ph, qemuErr, detail)
+		err := fmt.Errorf("%w while %v: qemu: %v %s", ErrGuestLost, ph, qemuErr, detail)
+		if ph == phaseBoot {
+			err = fmt.Errorf("%w: %w", errNoBoot, err)
+		}
+		return err
 	case files.err != nil:
 		return files.err
 	case exit.SetupError != "":

@@ -17,7 +17,7 @@
 //
 // Exit status: the program's; 124 when the VM timed out; 125 when the
 // harness or the VM setup failed (the message says which and where the
-// kernel console log was kept).
+// kernel console log was kept); 127 when the program cannot be started.
 package main
 
 import (
@@ -36,8 +36,9 @@ import (
 )
 
 const (
-	exitTimeout = 124
-	exitHarness = 125
+	exitTimeout  = 124
+	exitHarness  = 125
+	exitNotFound = 127 // as a shell says of a command it cannot run
 )
 
 type listFlag []string
@@ -120,6 +121,9 @@ func run() int {
 	case errors.Is(err, testvm.ErrTimeout):
 		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
 		return exitTimeout
+	case errors.Is(err, testvm.ErrBadProgram):
+		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
+		return exitNotFound
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
 		return exitHarness

@@ -138,9 +138,14 @@ func setup(g *guest, spec *vmproto.Spec) (string, error) {
 		{"rdma", "link", "add", vmenv.RXE0, "type", "rxe", "netdev", vmenv.NetdevA},
 		{"rdma", "link", "add", vmenv.RXE1, "type", "rxe", "netdev", vmenv.NetdevB},
 	}
-	for _, argv := range steps {
+	for i, argv := range steps {
 		if err := runTool(env, argv); err != nil {
 			return "", err
+		}
+		if i == 1 { // the veth pair exists
+			if err := allowLocalSources(); err != nil {
+				return "", err
+			}
 		}
 	}
 	timeout := time.Duration(spec.SetupTimeoutMillis) * time.Millisecond
@@ -153,6 +158,24 @@ func setup(g *guest, spec *vmproto.Spec) (string, error) {
 		}
 	}
 	return release, nil
+}
+
+// allowLocalSources lets traffic between rxe0 and rxe1 cross the veth
+// pair although both addresses are local: the kernel resolves the peer's
+// MAC with ARP on va (the GID's netdev is the route's oif), and vb drops an
+// ARP request, or a packet, whose source address is one of its own unless
+// accept_local is set. rp_filter off keeps the same packets from failing
+// the reverse-path check.
+func allowLocalSources() error {
+	for _, dev := range []string{"all", vmenv.NetdevA, vmenv.NetdevB} {
+		for knob, val := range map[string]string{"accept_local": "1", "rp_filter": "0"} {
+			p := filepath.Join("/proc/sys/net/ipv4/conf", dev, knob)
+			if err := os.WriteFile(p, []byte(val), 0o644); err != nil {
+				return fmt.Errorf("sysctl: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 type mountPoint struct {
