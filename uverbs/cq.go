@@ -237,7 +237,11 @@ func (c *Context) createCQ(id uint64, cqe int, o CQOptions, pcq provider.CQ) (ha
 
 // Capacity returns the number of entries the kernel granted (at least the
 // number asked for).
-func (cq *CQ) Capacity() int { return cq.capacity }
+func (cq *CQ) Capacity() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.capacity
+}
 
 // Handle returns the kernel's handle of the CQ.
 func (cq *CQ) Handle() uint32 { return cq.handle }
@@ -260,6 +264,40 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 		req.SolicitedOnly = 1
 	}
 	return cq.ctx.conn.Write("req_notify_cq", &transport.Write{Cmd: abi.CmdReqNotifyCQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
+}
+
+// Resize changes the CQ's capacity to at least cqe entries, keeping the
+// completions it holds.
+func (cq *CQ) Resize(cqe int) error {
+	if err := cq.use(); err != nil {
+		return fmt.Errorf("uverbs: resize_cq: %w", err)
+	}
+	if cqe < 1 || cqe > 0x7fffffff {
+		return fmt.Errorf("uverbs: resize_cq: cqe %d out of range", cqe)
+	}
+	r, ok := cq.prov.(provider.CQResizer)
+	if !ok {
+		return fmt.Errorf("uverbs: resize_cq: %s provider: %w", cq.ctx.prov.Name(), ErrNotSupported)
+	}
+	drvIn, drvOut := r.ResizeData()
+	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(cqe)}
+	var resp abi.ResizeCQResp
+	w := &transport.Write{
+		Cmd: abi.CmdResizeCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
+		Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
+	}
+	if err := cq.ctx.conn.Write("resize_cq", w); err != nil {
+		return err
+	}
+	copy(asBytes(&resp), w.Out)
+	copy(drvOut, w.Out[w.CoreOut:])
+	if err := r.Resized(cq.ctx.conn, int(resp.CQE)); err != nil {
+		return err
+	}
+	cq.mu.Lock()
+	cq.capacity = int(resp.CQE)
+	cq.mu.Unlock()
+	return nil
 }
 
 // AckEvents acknowledges n completion events received from Wait.

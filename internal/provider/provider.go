@@ -188,3 +188,27 @@ type SRQ interface {
 	// Destroyed releases the provider's resources.
 	Destroyed() error
 }
+
+// AHContext is implemented by provider contexts that support address
+// handles.
+type AHContext interface {
+	NewAH() (AH, error)
+}
+
+// AH is a provider's half of an address handle.
+type AH interface {
+	// CreateData returns the CREATE_AH driver request and a buffer for the
+	// driver response.
+	CreateData() (in, out []byte)
+	// Created runs once the kernel created the AH.
+	Created(handle uint32) error
+}
+
+// CQResizer is implemented by provider CQs that can be resized.
+type CQResizer interface {
+	// ResizeData returns the RESIZE_CQ driver request and a buffer for the
+	// driver response.
+	ResizeData() (in, out []byte)
+	// Resized runs after the kernel resized the CQ to cqe entries.
+	Resized(conn *transport.Conn, cqe int) error
+}

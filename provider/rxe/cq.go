@@ -14,8 +14,9 @@ func (*context) NewCQ(cqe int) (provider.CQ, error) { return &cq{}, nil }
 // cq is rxe's completion queue: a kernel ring of struct ib_uverbs_wc
 // entries mapped into the process.
 type cq struct {
-	resp abi.RXECreateCQResp
-	q    *queue
+	resp   abi.RXECreateCQResp
+	resize abi.RXEResizeCQResp
+	q      *queue
 }
 
 // CreateData implements provider.CQ: no request, the mmap info back.
@@ -35,3 +36,21 @@ func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
 
 // Destroyed implements provider.CQ.
 func (c *cq) Destroyed() error { return c.q.unmap() }
+
+// ResizeData implements provider.CQResizer: the kernel answers where the
+// new queue is.
+func (c *cq) ResizeData() (in, out []byte) {
+	c.resize = abi.RXEResizeCQResp{}
+	return nil, unsafe.Slice((*byte)(unsafe.Pointer(&c.resize)), unsafe.Sizeof(c.resize))
+}
+
+// Resized implements provider.CQResizer: map the new queue, drop the old.
+func (c *cq) Resized(conn *transport.Conn, cqe int) error {
+	q, err := mapQueue(conn.FD(), c.resize.MI, int(unsafe.Sizeof(abi.WC{})))
+	if err != nil {
+		return err
+	}
+	c.q.unmap()
+	c.q = q
+	return nil
+}

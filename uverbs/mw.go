@@ -1,0 +1,170 @@
+package uverbs
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/transport"
+)
+
+// MWType is a memory window type.
+type MWType uint8
+
+// Memory window types.
+const (
+	MWType1 MWType = 1
+	MWType2 MWType = 2
+)
+
+// MW is a memory window: remote access to part of an MR, granted and
+// revoked by binding work requests.
+type MW struct {
+	pd     *PD
+	handle uint32
+	rkey   uint32
+	typ    MWType
+
+	mu     sync.Mutex
+	closed bool
+	ref    *cleanupRef
+}
+
+// AllocMW allocates a memory window of the given type.
+func (pd *PD) AllocMW(typ MWType) (*MW, error) {
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: alloc_mw: %w", err)
+	}
+	if typ != MWType1 && typ != MWType2 {
+		return nil, fmt.Errorf("uverbs: alloc_mw: type %d: want 1 or 2", typ)
+	}
+	c := pd.ctx
+	req := abi.AllocMW{PDHandle: pd.handle, MWType: uint8(typ)}
+	var resp abi.AllocMWResp
+	if err := c.conn.Write("alloc_mw", &transport.Write{
+		Cmd: abi.CmdAllocMW, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	}); err != nil {
+		return nil, err
+	}
+	mw := &MW{pd: pd, handle: resp.MWHandle, rkey: resp.Rkey, typ: typ, ref: &cleanupRef{}}
+	runtime.AddCleanup(mw, func(a destroyArgs) { a.run() }, destroyArgs{c, mw.ref, destroyMW, mw.handle})
+	return mw, nil
+}
+
+// Rkey is the window's current remote key.
+func (mw *MW) Rkey() uint32 { return mw.rkey }
+
+// Type returns the window's type.
+func (mw *MW) Type() MWType { return mw.typ }
+
+// Close deallocates the window. Closing twice is a no-op.
+func (mw *MW) Close() error {
+	if mw == nil {
+		return nil
+	}
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	if mw.closed {
+		return nil
+	}
+	if !mw.pd.ctx.isClosed() {
+		if err := destroyMW(mw.pd.ctx, mw.handle); err != nil {
+			return err
+		}
+	}
+	mw.closed = true
+	mw.ref.finish()
+	return nil
+}
+
+func destroyMW(c *Context, handle uint32) error {
+	q := transport.NewIoctl(abi.ObjectMW, abi.MethodMWDestroy)
+	q.Handle(abi.AttrDestroyMWHandle, handle)
+	return c.conn.IoctlOrWrite("dealloc_mw", transport.OpDestroyMW, q, func() error {
+		req := abi.DeallocMW{MWHandle: handle}
+		return c.conn.Write("dealloc_mw", &transport.Write{Cmd: abi.CmdDeallocMW, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
+	})
+}
+
+// Rereg flags say what ReReg changes (IBV_REREG_MR_CHANGE_*).
+const (
+	ReregTranslation = 1 << 0
+	ReregPD          = 1 << 1
+	ReregAccess      = 1 << 2
+)
+
+// ReReg changes the MR's access rights (ReregAccess) or PD (ReregPD) in
+// place, keeping its memory. Providers and kernels without rereg (rxe) give
+// an error matching ErrNotSupported.
+func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
+	if flags == 0 || flags&^(ReregPD|ReregAccess) != 0 {
+		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess", flags)
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.closed {
+		return fmt.Errorf("uverbs: rereg_mr: %w", ErrClosed)
+	}
+	c := mr.pd.ctx
+	req := abi.ReregMR{MRHandle: mr.handle, Flags: uint32(flags), Start: mr.Addr(), Length: uint64(len(mr.mem)), HCAVA: mr.iova}
+	if flags&ReregPD != 0 {
+		if err := pd.use(); err != nil {
+			return fmt.Errorf("uverbs: rereg_mr: %w", err)
+		}
+		if pd.ctx != c {
+			return fmt.Errorf("uverbs: rereg_mr: the PD belongs to another context")
+		}
+		req.PDHandle = pd.handle
+	}
+	if flags&ReregAccess != 0 {
+		req.AccessFlags = uint32(access)
+	}
+	var resp abi.ReregMRResp
+	if err := c.conn.Write("rereg_mr", &transport.Write{
+		Cmd: abi.CmdReregMR, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	}); err != nil {
+		return err
+	}
+	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
+	if flags&ReregPD != 0 {
+		mr.pd = pd
+	}
+	if flags&ReregAccess != 0 {
+		mr.access = access
+	}
+	return nil
+}
+
+// RegisterDmabuf registers length bytes at offset of a dma-buf (e.g. GPU
+// memory exported by its driver). Kernels and providers without dma-buf
+// support (rxe) give an error matching ErrNotSupported.
+func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access) (*MR, error) {
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: %w", err)
+	}
+	if fd < 0 || length == 0 {
+		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: fd %d length %d: want a dma-buf fd and a positive length", fd, length)
+	}
+	c := pd.ctx
+	var lkey, rkey uint32
+	q := transport.NewIoctl(abi.ObjectMR, abi.MethodRegDmabufMR)
+	iHandle := q.NewHandle(abi.AttrRegDmabufMRHandle)
+	q.Handle(abi.AttrRegDmabufMRPDHandle, pd.handle)
+	q.U64(abi.AttrRegDmabufMROffset, offset)
+	q.U64(abi.AttrRegDmabufMRLength, length)
+	q.U64(abi.AttrRegDmabufMRIOVA, iova)
+	q.U32(abi.AttrRegDmabufMRFD, uint32(fd))
+	q.U32(abi.AttrRegDmabufMRAccessFlags, uint32(access))
+	q.Out(abi.AttrRegDmabufMRRespLkey, asBytes(&lkey))
+	q.Out(abi.AttrRegDmabufMRRespRkey, asBytes(&rkey))
+	if err := c.conn.Ioctl("reg_dmabuf_mr", q); err != nil {
+		return nil, err
+	}
+	mr := &MR{pd: pd, handle: uint32(q.Data(iHandle)), lkey: lkey, rkey: rkey, iova: iova, access: access, ref: &cleanupRef{}}
+	runtime.AddCleanup(mr, func(a destroyArgs) { a.run() }, destroyArgs{c, mr.ref, destroyMR, mr.handle})
+	return mr, nil
+}
