@@ -2,6 +2,8 @@ module github.com/goverbs/goverbs
 
 go 1.26.0
 
-require golang.org/x/sys v0.49.0
-
-require github.com/google/go-cmp v0.7.0 // indirect
+require (
+	github.com/cilium/ebpf v0.22.0
+	github.com/google/go-cmp v0.7.0
+	golang.org/x/sys v0.49.0
+)
