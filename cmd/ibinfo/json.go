@@ -471,7 +471,12 @@ func runJSON(out, stderr io.Writer, sys system, o options) int {
 	if !o.devSet {
 		// Devices ibv_devinfo would not list, with the reason.
 		for _, s := range skipped {
-			result = append(result, jsonDevice{Ifname: s.name, NodeType: nodeTypeName(0), Transport: transportStr(transportUnknown), Error: s.reason.Error()})
+			jd := jsonDevice{Ifname: s.name, NodeType: nodeTypeName(0), Transport: transportStr(transportUnknown)}
+			if s.h.name != "" {
+				jd = jsonDeviceBase(s.h)
+			}
+			jd.Error = s.reason.Error()
+			result = append(result, jd)
 		}
 		if o.list && len(devs) == 0 {
 			explain(stderr, nil, skipped, nil)
@@ -573,17 +578,15 @@ func fillOpenDeviceJSON(jd *jsonDevice, stderr io.Writer, dev device, h hca, ibP
 			entries = append(entries, e)
 			jp.GIDs = append(jp.GIDs, gidJSON(e, pi))
 		}
-		if best, ok := recommendedRoCEGID(entries); ok {
+		if best, ok := uverbs.PickRoCEGID(entries); ok {
 			g := gidJSON(best, pi)
 			jp.RecommendedGID = &g
 		}
-		if jp.Netdev == "" {
-			// Without a sysfs answer, the port's netdev is its GIDs'.
-			for _, g := range jp.GIDs {
-				if g.Netdev != "" {
-					jp.Netdev, jp.NetdevIndex = g.Netdev, g.NetdevIndex
-					break
-				}
+		// The port's netdev is its GIDs' (sysfs names it when it can).
+		for _, g := range jp.GIDs {
+			if g.Netdev != "" && (jp.Netdev == "" || jp.Netdev == g.Netdev) {
+				jp.Netdev, jp.NetdevIndex = g.Netdev, g.NetdevIndex
+				break
 			}
 		}
 		jd.Ports = append(jd.Ports, jp)

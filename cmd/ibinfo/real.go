@@ -58,7 +58,7 @@ func (s *realSystem) Devices() ([]hca, []unusable, error) {
 			return nil, nil, &listError{perror: perrorText(unix.ENOSYS), err: d.Problem}
 		}
 		if why := s.unlisted(d); why != nil {
-			skipped = append(skipped, unusable{name: d.Name, reason: why})
+			skipped = append(skipped, unusable{name: d.Name, reason: why, h: s.hcaOf(d)})
 			continue
 		}
 		usable = append(usable, s.hcaOf(d))

@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -129,6 +129,7 @@ func TestNoDevicesExplained(t *testing.T) {
 	}
 }
 
+// TestRecommendedRoCEGID pins the choice ibinfo --json shows (uverbs.PickRoCEGID).
 func TestRecommendedRoCEGID(t *testing.T) {
 	gid := func(s string) uverbs.GID { return uverbs.GID(netip.MustParseAddr(s).As16()) }
 	v2 := func(i uint32, addr string) uverbs.GIDEntry {
@@ -151,12 +152,11 @@ func TestRecommendedRoCEGID(t *testing.T) {
 		{"global IPv6 when no IPv4", []uverbs.GIDEntry{v2(0, "fe80::1"), v2(2, "2001:db8::1")}, 2, true},
 		{"lowest index among equals", []uverbs.GIDEntry{v2(7, "::ffff:10.0.0.2"), v2(6, "::ffff:10.0.0.1")}, 6, true},
 		{"IPv4 link-local skipped", []uverbs.GIDEntry{v2(1, "::ffff:169.254.0.1"), v2(2, "2001:db8::2")}, 2, true},
-		{"loopback skipped", []uverbs.GIDEntry{v2(1, "::ffff:127.0.0.1")}, 0, false},
 		{"RoCE v1 and no netdev skipped", []uverbs.GIDEntry{v1, noNetdev}, 0, false},
 		{"IB GID skipped", []uverbs.GIDEntry{{Index: 0, GID: gid("fe80::2"), Type: uverbs.GIDTypeIB}}, 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := recommendedRoCEGID(tt.entries)
+		got, ok := uverbs.PickRoCEGID(tt.entries)
 		if ok != tt.ok || (ok && got.Index != tt.want) {
 			t.Errorf("%s: got index %d ok %v, want %d ok %v", tt.name, got.Index, ok, tt.want, tt.ok)
 		}

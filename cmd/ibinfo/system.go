@@ -43,6 +43,7 @@ type gidSysfs struct {
 type unusable struct {
 	name   string
 	reason error
+	h      hca // what sysfs says of it, for the JSON output; may be zero
 }
 
 // system is the machine as ibinfo sees it. The real one reads sysfs and

@@ -57,9 +57,11 @@ func TestDifferentialVM(t *testing.T) {
 		t.Fatalf("inside the test VM (kernel %s) but no ibv_devinfo: %v", vmenv.KernelName(), err)
 	}
 	t.Logf("kernel %s (%s), GOVERBS_TRANSPORT=%q, reference %s", vmenv.KernelName(), vmenv.KernelRelease(), os.Getenv("GOVERBS_TRANSPORT"), ref)
+	compared := 0
 	for _, args := range differentialArgs {
 		name := "[" + strings.Join(args, " ") + "]"
 		want, wantExit, wantErr := runReference(t, ref, args)
+		compared += len(want)
 		var got, gotErr bytes.Buffer
 		gotExit := run(append([]string{"ibv_devinfo"}, args...), &got, &gotErr, environment{sys: newRealSystem()})
 		if diff := cmp.Diff(want, got.String()); diff != "" {
@@ -69,6 +71,7 @@ func TestDifferentialVM(t *testing.T) {
 			t.Errorf("%s: exit status %d, ibv_devinfo %d\nibv_devinfo stderr:\n%s\nibinfo stderr:\n%s", name, gotExit, wantExit, wantErr, gotErr.String())
 		}
 	}
+	t.Logf("%d command lines, %d bytes of ibv_devinfo output compared", len(differentialArgs), compared)
 	if dir := os.Getenv(recordEnv); dir != "" {
 		record(t, ref, filepath.Join(dir, vmenv.KernelName()))
 	}
@@ -179,4 +182,63 @@ func writeFixtureDevice(w io.Writer, h hca, dev device) error {
 		}
 	}
 	return nil
+}
+
+// TestDifferentialVMNoCharDev removes rxe0's /dev/infiniband node in the
+// VM: rdma-core then leaves the device out of its list, and so must
+// ibinfo, which also says why on stderr.
+func TestDifferentialVMNoCharDev(t *testing.T) {
+	if !vmenv.InVM() {
+		t.Skip("not in the goverbs test VM (GOVERBS_VM unset)")
+	}
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	ref, err := exec.LookPath("ibv_devinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newRealSystem().(*realSystem).fs.Device(vmenv.RXE0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := d.Uverbs.CharDev
+	if err := os.Rename(node, node+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(node+".hidden", node)
+	for _, args := range [][]string{{}, {"-l"}, {"-d", "rxe0"}, {"-d", "rxe1"}} {
+		want, wantExit, _ := runReference(t, ref, args)
+		var got, gotErr bytes.Buffer
+		gotExit := run(append([]string{"ibv_devinfo"}, args...), &got, &gotErr, environment{sys: newRealSystem()})
+		if diff := cmp.Diff(want, got.String()); diff != "" || gotExit != wantExit {
+			t.Errorf("%q: exit %d, ibv_devinfo %d; stdout (-ibv_devinfo +ibinfo):\n%s", args, gotExit, wantExit, diff)
+		}
+		if len(args) == 2 && args[1] == "rxe0" && !strings.Contains(gotErr.String(), "rxe0 is present but not usable") {
+			t.Errorf("%q: stderr does not say why rxe0 is unusable: %q", args, gotErr.String())
+		}
+		t.Logf("%q: ibinfo stderr: %s", args, gotErr.String())
+	}
+}
+
+// TestDifferentialNoRDMA compares ibinfo with an installed ibv_devinfo on
+// a machine without the RDMA subsystem (no /sys/class/infiniband): both
+// fail to list devices, and usage errors behave the same.
+func TestDifferentialNoRDMA(t *testing.T) {
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		t.Skip("this machine has the RDMA subsystem loaded")
+	}
+	ref, err := exec.LookPath("ibv_devinfo")
+	if err != nil {
+		t.Skip("no ibv_devinfo installed to compare with")
+	}
+	for _, args := range [][]string{{}, {"-v"}, {"-l"}, {"-d", "rxe0"}, {"-x"}, {"-i", "0"}, {"--ib"}} {
+		want, wantExit, _ := runReference(t, ref, args)
+		var got, gotErr bytes.Buffer
+		gotExit := run(append([]string{"ibv_devinfo"}, args...), &got, &gotErr, environment{sys: newRealSystem()})
+		if diff := cmp.Diff(want, got.String()); diff != "" || gotExit != wantExit {
+			t.Errorf("%q: exit %d, ibv_devinfo %d; stdout (-ibv_devinfo +ibinfo):\n%s", args, gotExit, wantExit, diff)
+		}
+		if len(args) == 0 && !strings.Contains(gotErr.String(), "RDMA modules are not loaded") {
+			t.Errorf("stderr does not explain: %q", gotErr.String())
+		}
+	}
 }
