@@ -317,3 +317,24 @@ func (f *FS) readGIDType(pdir, i string) (GIDType, error) {
 	}
 	return 0, err
 }
+
+// Uverbs returns the uverbs character device of the device called name,
+// checked as Device checks it: the part of Device a program needs to open
+// the device, without reading ports and GID tables (rxe has 1024 GID
+// entries per port, so Device costs over a thousand file reads). The error
+// is ErrNoDevice, or the reason the device cannot be opened: ErrNoUverbs,
+// ErrNoCharDev, ErrNoAccess or ErrABIVersion, or a sysfs file error.
+func (f *FS) Uverbs(name string) (Uverbs, error) {
+	if err := f.checkDevice(name); err != nil {
+		return Uverbs{}, err
+	}
+	uv, ok := f.uverbsByDevice()[name]
+	if !ok {
+		return Uverbs{}, fmt.Errorf("sysfs: %s: %w", name, ErrNoUverbs)
+	}
+	u, err := f.readUverbs(uv)
+	if err != nil {
+		return u, err
+	}
+	return u, f.checkClassABI()
+}

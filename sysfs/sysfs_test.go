@@ -380,3 +380,29 @@ func TestOSRoot(t *testing.T) {
 	}
 }
 
+func TestUverbs(t *testing.T) {
+	f := sysfs.NewFS(loadTree(t, "synthetic.txtar"))
+	for _, tc := range []struct {
+		dev     string
+		want    sysfs.Uverbs
+		wantErr error
+	}{
+		{"rxe0", sysfs.Uverbs{Name: "uverbs0", CharDev: "/dev/infiniband/uverbs0", Dev: sysfs.DevNum{Major: 231, Minor: 192}, ABIVersion: 2}, nil},
+		{"mlx5_0", sysfs.Uverbs{Name: "uverbs1", CharDev: "/dev/infiniband/uverbs1", Dev: sysfs.DevNum{Major: 231, Minor: 193}, ABIVersion: 1}, sysfs.ErrNoAccess},
+		{"mlx5_1", sysfs.Uverbs{}, sysfs.ErrNoUverbs},
+		{"siw0", sysfs.Uverbs{Name: "uverbs2", CharDev: "/dev/infiniband/uverbs2", Dev: sysfs.DevNum{Major: 231, Minor: 194}, ABIVersion: 1}, sysfs.ErrNoCharDev},
+		{"nope", sysfs.Uverbs{}, sysfs.ErrNoDevice},
+	} {
+		got, err := f.Uverbs(tc.dev)
+		if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+			t.Errorf("Uverbs(%s): err = %v, want %v", tc.dev, err, tc.wantErr)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Uverbs(%s) (-want +got):\n%s", tc.dev, diff)
+		}
+		// It must agree with Device.
+		if d, err := f.Device(tc.dev); err == nil && (d.Uverbs != got || !errors.Is(d.Problem, tc.wantErr)) {
+			t.Errorf("Device(%s) says %+v, %v", tc.dev, d.Uverbs, d.Problem)
+		}
+	}
+}

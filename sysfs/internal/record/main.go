@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command record writes the RDMA part of a running system to stdout, for
 // recorded test data:
 //
