@@ -344,11 +344,12 @@ func parseLdd(out string) ([]string, error) {
 type tree struct {
 	cw      *CPIOWriter
 	entries map[string]byte
+	links   map[string]string // targets of this archive's symlinks
 	prior   map[string]byte
 }
 
 func newTree(cw *CPIOWriter, prior map[string]byte) *tree {
-	return &tree{cw: cw, entries: map[string]byte{}, prior: prior}
+	return &tree{cw: cw, entries: map[string]byte{}, links: map[string]string{}, prior: prior}
 }
 
 func (t *tree) kind(name string) (byte, bool) {
@@ -382,9 +383,12 @@ func (t *tree) resolve(name string) string {
 	return name
 }
 
-// linkTarget is known only for links of this archive; the prior archive's
-// links are the host's, so ask the host.
+// linkTarget returns the target of a symlink of the archive. The prior
+// archive's links are copies of the host's, so for those the host is asked.
 func (t *tree) linkTarget(name string) string {
+	if target, ok := t.links[name]; ok {
+		return target
+	}
 	target, err := os.Readlink("/" + name)
 	if err != nil {
 		return ""
@@ -427,6 +431,7 @@ func (t *tree) symlink(name, target string) error {
 		return nil
 	}
 	t.entries[name] = 'l'
+	t.links[name] = target
 	return t.cw.Symlink(name, target)
 }
 

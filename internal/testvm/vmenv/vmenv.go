@@ -65,8 +65,11 @@ func CheckDevice(name string) error {
 		return fmt.Errorf("%w: no %s (%v)", ErrNoDevice, devInfiniband, errors.Unwrap(err))
 	}
 	if _, err := os.Stat(filepath.Join(sysClassInfiniband, name)); err != nil {
-		have := deviceNames()
-		return fmt.Errorf("%w: no %s in %s (present: %s)", ErrNoDevice, name, sysClassInfiniband, strings.Join(have, ", "))
+		have := strings.Join(deviceNames(), ", ")
+		if have == "" {
+			have = "none"
+		}
+		return fmt.Errorf("%w: no %s in %s (present: %s)", ErrNoDevice, name, sysClassInfiniband, have)
 	}
 	return nil
 }

@@ -3,8 +3,8 @@ package vmproto
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
 	"testing"

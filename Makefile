@@ -1,0 +1,91 @@
+# goverbs build and test entry points.
+#
+#   make deps      install the Debian packages the test VM needs (only if missing)
+#   make vmexec    build bin/vmexec and its guest init bin/vminit
+#   make unit      go vet, a CGO_ENABLED=0 build, and go test ./... on the host
+#   make vmtest    go test ./... inside the test VM, for each kernel and transport
+#   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
+#   make test      deps + unit + vmselftest + vmtest
+#   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
+#
+# Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
+# PKGS, GOVERBS_VM_CACHE (kernel cache, default ~/.cache/goverbs-vm),
+# GOVERBS_VM_VERBOSE=1 (vmexec shows the kernel console and timings).
+
+SHELL       := /bin/bash
+GO          ?= go
+KERNELS     ?= 6.1 6.12
+TRANSPORTS  ?= ioctl write
+PKGS        ?= ./...
+VMTEST_FLAGS ?=
+DEMO_KERNEL ?= 6.12
+VMEXEC      := $(CURDIR)/bin/vmexec
+
+# Debian packages: QEMU (qboot comes with qemu-system-data), the guest's
+# userland (busybox, rdma-core tools, perftest, iproute2), and the tools the
+# harness runs on the host (xz and zstd unpack kernels, cpio checks archives).
+DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ibverbs-providers \
+	perftest rdmacm-utils iproute2 xz-utils zstd cpio
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+.PHONY: all deps vmexec unit vmtest vmselftest test demo vm-clean
+
+all: vmexec
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing$$missing"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	else \
+		echo "deps: all present"; \
+	fi
+
+vmexec:
+	CGO_ENABLED=0 $(GO) build -o bin/vminit ./internal/testvm/cmd/vminit
+	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./internal/testvm/cmd/vmexec
+
+unit:
+	$(GO) vet $(PKGS)
+	CGO_ENABLED=0 $(GO) build $(PKGS)
+	$(GO) test $(PKGS)
+
+# Every test binary boots its own VM (a few seconds each under TCG). -count=1
+# because go test's result cache knows neither the kernel nor the transport.
+vmtest: vmexec
+	@failed=""; \
+	for k in $(KERNELS); do \
+		for tr in $(TRANSPORTS); do \
+			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr"; \
+			start=$$(date +%s); \
+			GOVERBS_TRANSPORT=$$tr $(GO) test -count=1 $(VMTEST_FLAGS) -exec "$(VMEXEC) -kernel $$k" $(PKGS) \
+				|| failed="$$failed $$k/$$tr"; \
+			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr: $$(( $$(date +%s) - start ))s"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "vmtest: FAILED for$$failed"; exit 1; fi; \
+	echo "vmtest: all passed"
+
+vmselftest: vmexec
+	GOVERBS_VM_SELFTEST=1 GOVERBS_VM_INIT=$(CURDIR)/bin/vminit \
+		$(GO) test -count=1 -v -run '^TestVM' ./internal/testvm/
+
+test: deps unit vmselftest vmtest
+
+demo: vmexec
+	@if ls cmd/ibinfo/*.go >/dev/null 2>&1; then \
+		CGO_ENABLED=0 $(GO) build -o bin/ibinfo ./cmd/ibinfo && \
+		bin/vmexec -kernel $(DEMO_KERNEL) -add bin/ibinfo:/usr/local/bin/ibinfo -- \
+			sh -c 'echo "== ibinfo (goverbs)"; ibinfo; echo "== ibv_devinfo (rdma-core)"; ibv_devinfo'; \
+	else \
+		echo "demo: no cmd/ibinfo yet; ibv_devinfo only"; \
+		bin/vmexec -kernel $(DEMO_KERNEL) -- ibv_devinfo; \
+	fi
+
+# Drop the kernel cache (downloaded packages, unpacked kernels, initramfs).
+vm-clean:
+	rm -rf "$${GOVERBS_VM_CACHE:-$$HOME/.cache/goverbs-vm}"
