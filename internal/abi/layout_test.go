@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"io/fs"
-	"os"
 	"path"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/abi/btfcheck"
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
 // The trimmed module BTF of Debian 12's kernels (testdata/btf/README.md).
@@ -24,8 +24,12 @@ import (
 //go:embed testdata/btf/*/*.btf
 var offlineBTF embed.FS
 
-// offlineKernels are the kernel lines under testdata/btf.
-var offlineKernels = []string{"6.1", "6.12"}
+// offlineKernels are the kernel lines under testdata/btf, and
+// offlineModules the modules extracted for each.
+var (
+	offlineKernels = []string{"6.1", "6.12"}
+	offlineModules = []string{"ib_uverbs", "ib_core", "rdma_rxe", "mlx5_ib"}
+)
 
 func loadOffline(t *testing.T, kernel, module string) *btf.Spec {
 	t.Helper()
@@ -50,8 +54,9 @@ var absentFromBTF = map[string]string{
 }
 
 // checkLayouts runs btfcheck on every Layout, one subtest each. specFor
-// returns the module's spec, or a reason to skip that module.
-func checkLayouts(t *testing.T, specFor func(module string) (*btf.Spec, string)) {
+// returns the module's spec, or a reason to skip that module; elsewhere, if
+// not nil, names the other modules that do carry a struct.
+func checkLayouts(t *testing.T, specFor func(module string) (*btf.Spec, string), elsewhere func(name string) []string) {
 	for _, l := range abi.Layouts {
 		t.Run(l.Module+"/"+l.C, func(t *testing.T) {
 			spec, skip := specFor(l.Module)
@@ -65,6 +70,11 @@ func checkLayouts(t *testing.T, specFor func(module string) (*btf.Spec, string))
 						why, problems, err)
 				}
 				t.Skipf("not in the module's BTF: %s", why)
+			}
+			if errors.Is(err, btfcheck.ErrNotInBTF) && elsewhere != nil {
+				if others := elsewhere(l.C); len(others) > 0 {
+					t.Fatalf("%v; it is in the BTF of %v", err, others)
+				}
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -86,12 +96,23 @@ func TestLayoutsOffline(t *testing.T) {
 	for _, kernel := range offlineKernels {
 		t.Run(kernel, func(t *testing.T) {
 			specs := make(map[string]*btf.Spec)
-			checkLayouts(t, func(module string) (*btf.Spec, string) {
+			load := func(module string) (*btf.Spec, string) {
 				if specs[module] == nil {
 					specs[module] = loadOffline(t, kernel, module)
 				}
 				return specs[module], ""
-			})
+			}
+			elsewhere := func(name string) []string {
+				var found []string
+				for _, module := range offlineModules {
+					spec, _ := load(module)
+					if _, err := spec.AnyTypesByName(name); err == nil {
+						found = append(found, module)
+					}
+				}
+				return found
+			}
+			checkLayouts(t, load, elsewhere)
 		})
 	}
 }
@@ -100,12 +121,12 @@ func TestLayoutsOffline(t *testing.T) {
 // /sys/kernel/btf. It runs inside the test VM only: elsewhere the RDMA
 // modules are not loaded, and the host kernel is not one the project targets.
 func TestLayoutsLive(t *testing.T) {
-	if os.Getenv("GOVERBS_VM") == "" {
-		t.Skip("GOVERBS_VM is not set: the live check runs inside the test VM (go test -exec bin/vmexec)")
+	if !vmenv.InVM() {
+		t.Skip(`not in the goverbs test VM (GOVERBS_VM unset): go test -exec "$PWD/bin/vmexec -kernel 6.1" ./internal/abi/`)
 	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
-		t.Logf("kernel %s", unix.ByteSliceToString(uts.Release[:]))
+		t.Logf("kernel %s (%s)", unix.ByteSliceToString(uts.Release[:]), vmenv.KernelName())
 	}
 
 	cache := btf.NewCache()
@@ -123,7 +144,7 @@ func TestLayoutsLive(t *testing.T) {
 			t.Fatalf("load BTF of %s: %v", module, err)
 		}
 		return spec, ""
-	})
+	}, nil)
 
 	t.Run("negative", func(t *testing.T) {
 		spec, err := cache.Module("ib_uverbs")
