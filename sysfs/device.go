@@ -338,3 +338,17 @@ func (f *FS) Uverbs(name string) (Uverbs, error) {
 	}
 	return u, f.checkClassABI()
 }
+
+// ReadPKey reads entry index of a port's P_Key table
+// (ports/<port>/pkeys/<index>), as rdma-core's ibv_query_pkey does. An index
+// past the table (or a port without one) gives an error matching
+// fs.ErrNotExist.
+func (f *FS) ReadPKey(device string, port, index int) (uint16, error) {
+	if err := f.checkDevice(device); err != nil {
+		return 0, err
+	}
+	if port < 0 || index < 0 {
+		return 0, fmt.Errorf("sysfs: %s port %d P_Key %d: negative number: %w", device, port, index, fs.ErrInvalid)
+	}
+	return readParsed(f, path.Join(ibClassDir, device, "ports", strconv.Itoa(port), "pkeys", strconv.Itoa(index)), ParsePKey)
+}

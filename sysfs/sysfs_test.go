@@ -406,3 +406,29 @@ func TestUverbs(t *testing.T) {
 		}
 	}
 }
+
+func TestReadPKey(t *testing.T) {
+	f := sysfs.NewFS(loadTree(t, "synthetic.txtar"))
+	for _, tc := range []struct {
+		dev         string
+		port, index int
+		want        uint16
+		wantErr     error
+	}{
+		{"mlx5_0", 1, 0, 0xffff, nil},
+		{"mlx5_0", 1, 2, 0x8001, nil},
+		{"mlx5_0", 1, 3, 0, fs.ErrNotExist},
+		{"mlx5_0", 2, 0, 0, fs.ErrNotExist},
+		{"mlx5_0", 1, -1, 0, fs.ErrInvalid},
+		{"nope", 1, 0, 0, sysfs.ErrNoDevice},
+	} {
+		got, err := f.ReadPKey(tc.dev, tc.port, tc.index)
+		if got != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+			t.Errorf("ReadPKey(%s, %d, %d) = %#x, %v; want %#x, %v", tc.dev, tc.port, tc.index, got, err, tc.want, tc.wantErr)
+		}
+	}
+	bad := sysfs.NewFS(editedTree(t, "synthetic.txtar", map[string]string{mlx5Port + "/pkeys/0": "-- " + mlx5Port + "/pkeys/0 --\nffff\n"}))
+	if _, err := bad.ReadPKey("mlx5_0", 1, 0); !errors.Is(err, sysfs.ErrMalformed) || !strings.Contains(err.Error(), "sys/class/infiniband/mlx5_0/ports/1/pkeys/0") {
+		t.Errorf("malformed P_Key: err = %v", err)
+	}
+}
