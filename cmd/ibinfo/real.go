@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
+	"path"
 
 	"golang.org/x/sys/unix"
 
@@ -21,11 +21,11 @@ import (
 // realSystem is the running machine: sysfs for the device list, uverbs to
 // open devices.
 type realSystem struct {
-	root string // "/" but for tests
+	root fs.FS // the machine's root directory, for the files sysfs does not parse
 	fs   *sysfs.FS
 }
 
-func newRealSystem() system { return &realSystem{root: "/", fs: sysfs.New("/")} }
+func newRealSystem() system { return &realSystem{root: os.DirFS("/"), fs: sysfs.New("/")} }
 
 // interfaceName is the name of the network interface with the index, or ""
 // when there is none.
@@ -70,15 +70,13 @@ func (s *realSystem) Devices() ([]hca, []unusable, error) {
 // core is not loaded: no RDMA netlink (so no /sys/class/infiniband) and no
 // /sys/class/infiniband_verbs.
 func (s *realSystem) checkSubsystem() error {
-	ib := filepath.Join(s.root, "sys/class/infiniband")
-	verbs := filepath.Join(s.root, "sys/class/infiniband_verbs")
-	_, errIB := os.Stat(ib)
-	_, errVerbs := os.Stat(verbs)
+	_, errIB := fs.Stat(s.root, "sys/class/infiniband")
+	_, errVerbs := fs.Stat(s.root, "sys/class/infiniband_verbs")
 	if errors.Is(errIB, fs.ErrNotExist) && errors.Is(errVerbs, fs.ErrNotExist) {
 		return &listError{
 			perror: perrorText(unix.ENOSYS),
-			err: fmt.Errorf("%s and %s are missing: the RDMA modules are not loaded "+
-				"(load ib_uverbs and the device's driver, e.g. modprobe ib_uverbs rdma_rxe): %w", ib, verbs, fs.ErrNotExist),
+			err: fmt.Errorf("/sys/class/infiniband and /sys/class/infiniband_verbs are missing: the RDMA modules are not loaded "+
+				"(load ib_uverbs and the device's driver, e.g. modprobe ib_uverbs rdma_rxe): %w", fs.ErrNotExist),
 		}
 	}
 	return nil
@@ -131,7 +129,7 @@ func (s *realSystem) hcaOf(d sysfs.Device) hca {
 	h := hca{
 		name:     d.Name,
 		nodeType: int(d.NodeType),
-		boardID:  readOnce(filepath.Join(s.root, "sys/class/infiniband", d.Name, "board_id"), 256),
+		boardID:  readOnce(s.root, path.Join("sys/class/infiniband", d.Name, "board_id"), 256),
 		info: hcaInfo{
 			NodeDesc:   d.NodeDesc,
 			CharDev:    d.Uverbs.CharDev,
@@ -158,8 +156,8 @@ func (s *realSystem) hcaOf(d sysfs.Device) hca {
 
 // readOnce is what one read() of at most size bytes returns, as rdma-core
 // reads sysfs attributes; nil when the file cannot be read.
-func readOnce(path string, size int) []byte {
-	f, err := os.Open(path)
+func readOnce(fsys fs.FS, name string, size int) []byte {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil
 	}
