@@ -119,6 +119,7 @@ type CQ struct {
 	capacity int
 	channel  *CompChannel
 	prov     provider.CQ
+	poll     provider.Poller // nil when the provider has no data path
 
 	eventsGot atomic.Uint32
 	eventsAck atomic.Uint32
@@ -179,6 +180,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		}
 		return nil, err
 	}
+	cq.poll, _ = pcq.(provider.Poller)
 	c.cqs.Store(cq.id, weak.Make(cq))
 	runtime.AddCleanup(cq, func(a cqCleanup) { a.run() }, cqCleanup{c, handle, cq.id, pcq, o.Channel})
 	return cq, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -77,8 +78,11 @@ type QP struct {
 	prov   provider.QP
 	id     uint64
 
+	send   provider.Sender   // nil when the provider has no data path
+	recv   provider.Receiver // likewise
+	stateA atomic.Uint32     // QPState, read by the data path
+
 	mu     sync.Mutex
-	state  QPState
 	closed bool
 	ref    *cleanupRef
 }
@@ -148,6 +152,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		pqp.Destroyed()
 		return nil, err
 	}
+	qp.send, _ = pqp.(provider.Sender)
+	qp.recv, _ = pqp.(provider.Receiver)
 	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, pqp})
 	return qp, nil
 }
@@ -239,11 +245,7 @@ func (qp *QP) Type() QPType { return qp.typ }
 func (qp *QP) Cap() QPCap { return qp.cap }
 
 // State returns the state the QP was last moved to (Query asks the kernel).
-func (qp *QP) State() QPState {
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	return qp.state
-}
+func (qp *QP) State() QPState { return QPState(qp.stateA.Load()) }
 
 // Provider returns the provider's half of the QP, for its data path.
 func (qp *QP) Provider() provider.QP { return qp.prov }

@@ -188,9 +188,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if unknown := mask &^ (QPAttrRateLimit<<1 - 1); unknown != 0 {
 		return fmt.Errorf("uverbs: modify_qp: unknown mask bits %#x", uint32(unknown))
 	}
-	qp.mu.Lock()
-	cur := qp.state
-	qp.mu.Unlock()
+	cur := qp.State()
 	if mask&QPAttrCurState != 0 {
 		cur = attr.CurState
 	}
@@ -216,9 +214,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return err
 	}
 	if mask&QPAttrState != 0 {
-		qp.mu.Lock()
-		qp.state = attr.State
-		qp.mu.Unlock()
+		qp.stateA.Store(uint32(attr.State))
 	}
 	return nil
 }
@@ -350,8 +346,6 @@ func (qp *QP) Query() (QPAttr, error) {
 		MinRNRTimer: r.MinRNRTimer, Port: r.PortNum, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
 		AltPort: r.AltPortNum, AltTimeout: r.AltTimeout,
 	}
-	qp.mu.Lock()
-	qp.state = a.State
-	qp.mu.Unlock()
+	qp.stateA.Store(uint32(a.State))
 	return a, nil
 }

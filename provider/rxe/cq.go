@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -16,7 +18,10 @@ func (*context) NewCQ(cqe int) (provider.CQ, error) { return &cq{}, nil }
 type cq struct {
 	resp   abi.RXECreateCQResp
 	resize abi.RXEResizeCQResp
-	q      *queue
+
+	mu   sync.Mutex
+	q    *queue
+	cons uint32 // ours: the kernel ignores what we would read back
 }
 
 // CreateData implements provider.CQ: no request, the mmap info back.
@@ -30,12 +35,21 @@ func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.q = q
+	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
+	c.mu.Unlock()
 	return nil
 }
 
 // Destroyed implements provider.CQ.
-func (c *cq) Destroyed() error { return c.q.unmap() }
+func (c *cq) Destroyed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.q.unmap()
+	c.q = nil
+	return err
+}
 
 // ResizeData implements provider.CQResizer: the kernel answers where the
 // new queue is.
@@ -50,7 +64,10 @@ func (c *cq) Resized(conn *transport.Conn, cqe int) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.q.unmap()
 	c.q = q
+	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
+	c.mu.Unlock()
 	return nil
 }

@@ -24,8 +24,8 @@ func (*context) NewQP(init provider.QPInit) (provider.QP, error) {
 // process.
 type qp struct {
 	resp abi.RXECreateQPResp
-	sq   *queue
-	rq   *queue // nil with an SRQ
+	sendQueue
+	recvQueue // q nil with an SRQ
 }
 
 // CreateData implements provider.QP.
@@ -35,28 +35,42 @@ func (q *qp) CreateData() (in, out []byte) {
 
 // Created implements provider.QP.
 func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPInit) error {
-	sq, err := mapQueue(conn.FD(), q.resp.SQMI, int(unsafe.Sizeof(abi.RXESendWQE{})))
+	sq, err := mapQueue(conn.FD(), q.resp.SQMI, sendWQESize)
 	if err != nil {
 		return err
 	}
-	q.sq = sq
+	// Never trust the capabilities beyond what a slot can hold.
+	room := sq.elemSize - sendWQESize
+	q.sendQueue.q = sq
+	q.sendQueue.fd = conn.FD()
+	q.sendQueue.qpType = caps.Type
+	q.sendQueue.maxSGE = min(int(caps.MaxSendSGE), room/sgeSize)
+	q.sendQueue.maxInline = min(int(caps.MaxInlineData), room)
+	q.sendQueue.db.init(handle)
 	if !caps.HasSRQ && q.resp.RQMI.Size != 0 {
-		rq, err := mapQueue(conn.FD(), q.resp.RQMI, int(unsafe.Sizeof(abi.RXERecvWQE{})))
+		rq, err := mapQueue(conn.FD(), q.resp.RQMI, recvWQESize)
 		if err != nil {
 			sq.unmap()
-			q.sq = nil
+			q.sendQueue.q = nil
 			return err
 		}
-		q.rq = rq
+		q.recvQueue.q = rq
+		q.recvQueue.maxSGE = min(int(caps.MaxRecvSGE), (rq.elemSize-recvWQESize)/sgeSize)
 	}
 	return nil
 }
 
 // Destroyed implements provider.QP.
 func (q *qp) Destroyed() error {
-	err := q.sq.unmap()
-	if err2 := q.rq.unmap(); err == nil {
+	q.sendQueue.mu.Lock()
+	err := q.sendQueue.q.unmap()
+	q.sendQueue.q = nil
+	q.sendQueue.mu.Unlock()
+	q.recvQueue.mu.Lock()
+	if err2 := q.recvQueue.q.unmap(); err == nil {
 		err = err2
 	}
+	q.recvQueue.q = nil
+	q.recvQueue.mu.Unlock()
 	return err
 }

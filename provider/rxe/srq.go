@@ -17,7 +17,7 @@ type srq struct {
 	resp   abi.RXECreateSRQResp
 	modMI  abi.MMInfo // the kernel writes here on resize
 	modCmd abi.RXEModifySRQCmd
-	q      *queue
+	recvQueue
 }
 
 // CreateData implements provider.SRQ.
@@ -27,11 +27,14 @@ func (s *srq) CreateData() (in, out []byte) {
 
 // Created implements provider.SRQ.
 func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32) error {
-	q, err := mapQueue(conn.FD(), s.resp.MI, int(unsafe.Sizeof(abi.RXERecvWQE{})))
+	q, err := mapQueue(conn.FD(), s.resp.MI, recvWQESize)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.q = q
+	s.maxSGE = min(int(maxSGE), (q.elemSize-recvWQESize)/sgeSize)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -49,14 +52,22 @@ func (s *srq) Modified(conn *transport.Conn, resized bool) error {
 	if !resized {
 		return nil
 	}
-	q, err := mapQueue(conn.FD(), s.modMI, int(unsafe.Sizeof(abi.RXERecvWQE{})))
+	q, err := mapQueue(conn.FD(), s.modMI, recvWQESize)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.q.unmap()
 	s.q = q
+	s.mu.Unlock()
 	return nil
 }
 
 // Destroyed implements provider.SRQ.
-func (s *srq) Destroyed() error { return s.q.unmap() }
+func (s *srq) Destroyed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.q.unmap()
+	s.q = nil
+	return err
+}
