@@ -82,27 +82,38 @@ func Check(spec *btf.Spec, l abi.Layout) ([]Problem, error) {
 	}
 
 	candidates, err := lookup(spec, l.C)
-	if err != nil {
+	if errors.Is(err, ErrNotInBTF) {
 		where := "BTF"
 		if l.Module != "" {
 			where = "BTF of module " + l.Module
 		}
 		return nil, fmt.Errorf("struct %s not in %s: %w", l.C, where, err)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("look up struct %s: %w", l.C, err)
+	}
 
 	// A module can carry two definitions of one name (rare, when dedup keeps
-	// both); the Go mirror is right if it matches either.
-	var first []Problem
+	// both); the Go mirror is right if it matches either, so report against
+	// the closest one.
+	var best []Problem
 	for i, c := range candidates {
 		problems := compare(l.C, c, goType)
-		if len(problems) == 0 {
-			return nil, nil
-		}
-		if i == 0 {
-			first = problems
+		if i == 0 || incompatible(problems) < incompatible(best) {
+			best = problems
 		}
 	}
-	return first, nil
+	return best, nil
+}
+
+func incompatible(problems []Problem) int {
+	n := 0
+	for _, p := range problems {
+		if !p.Compatible {
+			n++
+		}
+	}
+	return n
 }
 
 // lookup finds the structs and unions called name. Only these kinds count:
@@ -117,7 +128,9 @@ func lookup(spec *btf.Spec, name string) ([]composite, error) {
 	}
 	var found []composite
 	for _, t := range types {
-		if c, ok := asComposite(t); ok {
+		switch t.(type) {
+		case *btf.Struct, *btf.Union:
+			c, _ := asComposite(t)
 			found = append(found, c)
 		}
 	}

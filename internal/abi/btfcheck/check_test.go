@@ -1,11 +1,13 @@
 package btfcheck
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/abi"
 )
@@ -27,7 +29,7 @@ func member(name string, t btf.Type, byteOffset uint32) btf.Member {
 
 // testSpec holds small structs shaped like the uverbs ones, covering each
 // matching rule.
-func testSpec(t *testing.T) *btf.Spec {
+func testSpec(t testing.TB) *btf.Spec {
 	t.Helper()
 	inner := &btf.Struct{Name: "inner", Size: 8, Members: []btf.Member{
 		member("a", u32, 0), member("b", u32, 4),
@@ -81,8 +83,12 @@ func testSpec(t *testing.T) *btf.Spec {
 		&btf.Union{Name: "top_union", Size: 4, Members: []btf.Member{
 			member("word", u32, 0), member("bytes", array(u8, 4), 0),
 		}},
-		// A forward declaration with a struct's name is not a layout.
+		// A forward declaration or typedef with a struct's name is not a layout.
 		&btf.Fwd{Name: "only_fwd", Kind: btf.FwdStruct},
+		&btf.Typedef{Name: "only_typedef", Type: inner},
+		// Two definitions of one name; the second is the one mirrored.
+		&btf.Struct{Name: "twice", Size: 4, Members: []btf.Member{member("other", u32, 0)}},
+		&btf.Struct{Name: "twice", Size: 4, Members: []btf.Member{member("word", u32, 0)}},
 	}
 	b, err := btf.NewBuilder(types, nil)
 	if err != nil {
@@ -273,6 +279,7 @@ func TestCheck(t *testing.T) {
 			"grown: Go field SpeedEx (offset 4, size 4) lies in kernel member reserved (offset 2, size 6); the kernel predates it (compatible)",
 		}},
 		{"top-level union", spec, "top_union", topUnion{}, nil},
+		{"either of two definitions", spec, "twice", topUnion{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			problems, err := Check(tc.spec, abi.Layout{C: tc.c, Go: tc.goV, Module: "test"})
@@ -283,7 +290,7 @@ func TestCheck(t *testing.T) {
 			for _, p := range problems {
 				got = append(got, p.String())
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
@@ -300,6 +307,7 @@ func TestCheckErrors(t *testing.T) {
 	}{
 		{"missing struct", spec, abi.Layout{C: "absent", Go: plain{}, Module: "ib_uverbs"}, ErrNotInBTF},
 		{"forward declaration only", spec, abi.Layout{C: "only_fwd", Go: plain{}}, ErrNotInBTF},
+		{"typedef only", spec, abi.Layout{C: "only_typedef", Go: innerGo{}}, ErrNotInBTF},
 		{"nil spec", nil, abi.Layout{C: "plain", Go: plain{}}, ErrNotInBTF},
 		{"Go value not a struct", spec, abi.Layout{C: "plain", Go: uint32(0)}, ErrBadLayout},
 		{"nil Go value", spec, abi.Layout{C: "plain"}, ErrBadLayout},
@@ -321,4 +329,43 @@ func TestCheckMessageNamesModule(t *testing.T) {
 	if want := "struct absent not in BTF of module rdma_rxe: struct not in BTF"; err == nil || err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
+}
+
+// FuzzCheck runs every Layout against arbitrary BTF: Check must not panic,
+// whatever the kernel side claims (cycles, huge offsets, odd kinds).
+func FuzzCheck(f *testing.F) {
+	spec := testSpec(f)
+	var all []btf.Type
+	for typ, err := range spec.All() {
+		if err != nil {
+			f.Fatal(err)
+		}
+		all = append(all, typ)
+	}
+	b, err := btf.NewBuilder(all, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	seed, err := b.Marshal(nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed, "plain")
+	f.Add(seed, "with_anon")
+	f.Add(seed, "grown")
+	layouts := append([]abi.Layout{
+		{C: "plain", Go: plain{}}, {C: "with_anon", Go: withAnon{}}, {C: "grown", Go: grownNew{}},
+		{C: "outer", Go: outerGo{}}, {C: "with_bits", Go: withBitsStorage{}},
+	}, abi.Layouts...)
+	f.Fuzz(func(t *testing.T, raw []byte, rename string) {
+		spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+		if err != nil {
+			return
+		}
+		for _, l := range layouts {
+			l.C = cmp.Or(rename, l.C)
+			// Any result will do; a panic or a hang is the failure.
+			_, _ = Check(spec, l)
+		}
+	})
 }
