@@ -255,8 +255,10 @@ func buildSpec(cfg Config, manifest *baseManifest) (*vmproto.Spec, []string, err
 	env = append(env, cfg.Env...)
 
 	returns := append([]string(nil), cfg.Returns...)
-	returns = append(returns, testOutputs(cfg.Args, cfg.Dir)...)
-	var mkdirs []string
+	testFiles, testDirs := testOutputs(cfg.Args, cfg.Dir)
+	returns = append(returns, testFiles...)
+	returns = append(returns, testDirs...)
+	mkdirs := testDirs // the test binary checks they exist before it writes
 	for i, r := range returns {
 		if !filepath.IsAbs(r) {
 			returns[i] = filepath.Join(cfg.Dir, r)
@@ -280,9 +282,10 @@ func buildSpec(cfg Config, manifest *baseManifest) (*vmproto.Spec, []string, err
 	return spec, returns, nil
 }
 
-// testOutputs finds the files a Go test binary writes that go test expects
-// on the host afterwards (coverage, profiles), from its -test.* flags.
-func testOutputs(args []string, dir string) []string {
+// testOutputs finds the files and directories a Go test binary writes that
+// go test expects on the host afterwards (coverage, profiles), from its
+// -test.* flags.
+func testOutputs(args []string, dir string) (files, dirs []string) {
 	flags := map[string]string{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -307,19 +310,18 @@ func testOutputs(args []string, dir string) []string {
 	if d := flags["test.outputdir"]; d != "" {
 		outDir = d
 	}
-	var out []string
 	for _, f := range []string{"test.coverprofile", "test.cpuprofile", "test.memprofile", "test.blockprofile", "test.mutexprofile", "test.trace"} {
 		if p := flags[f]; p != "" {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(outDir, p)
 			}
-			out = append(out, p)
+			files = append(files, p)
 		}
 	}
 	if d := flags["test.gocoverdir"]; d != "" {
-		out = append(out, d)
+		dirs = append(dirs, d)
 	}
-	return out
+	return files, dirs
 }
 
 func writeInitrd(ctx context.Context, dst, base string, manifest *baseManifest, initBin string, spec *vmproto.Spec, cfg Config) error {

@@ -19,7 +19,7 @@ func TestTestOutputs(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want []string
+		want []string // files, then directories
 	}{
 		{"none", []string{"-test.v=true", "-test.timeout=10m0s"}, nil},
 		{"coverprofile absolute", []string{"-test.coverprofile=/tmp/b001/_cover_.out"}, []string{"/tmp/b001/_cover_.out"}},
@@ -32,7 +32,8 @@ func TestTestOutputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, testOutputs(tt.args, "/cwd")); diff != "" {
+			files, dirs := testOutputs(tt.args, "/cwd")
+			if diff := cmp.Diff(tt.want, append(files, dirs...)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
