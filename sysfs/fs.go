@@ -56,8 +56,11 @@ type AccessFS interface {
 // root/dev/infiniband. New("/") is the running system; it also asks the
 // kernel over netlink for the device order and driver IDs, as rdma-core
 // does. Any other root is a copy of a system (e.g. a recorded tree) and is
-// read from files alone.
+// read from files alone. An empty root means "/".
 func New(root string) *FS {
+	if root == "" {
+		root = "/"
+	}
 	f := &FS{fsys: newOSFS(root), cdevRoot: strings.TrimSuffix(root, "/")}
 	if path.Clean(root) == "/" {
 		f.netlink = liveNetlink
