@@ -3,8 +3,11 @@
 // harness, so importing it costs a test binary nothing but a few os calls.
 //
 // The VM (see internal/testvm) loads rdma_rxe, joins two veth ends va and vb
-// (10.99.0.1/24 and 10.99.0.2/24) and puts rxe0 on va and rxe1 on vb, with
-// both ports ACTIVE and GID index 1 filled before the test binary starts.
+// (10.99.0.1/24 and 10.99.0.2/24, fixed MACs) and puts rxe0 on va and rxe1
+// on vb, with both ports ACTIVE and GID index 1 filled before the test
+// binary starts. Traffic between rxe0 and rxe1 crosses the veth pair (the
+// guest sets accept_local), so the two devices behave like two hosts; use
+// GID index 1 (RoCEv2, IPv4) for that.
 package vmenv
 
 import (
@@ -28,12 +31,14 @@ const (
 
 // The fixed RDMA topology of the VM.
 const (
-	RXE0    = "rxe0"      // rxe device on netdev va
-	RXE1    = "rxe1"      // rxe device on netdev vb
-	NetdevA = "va"        // veth end under rxe0
-	NetdevB = "vb"        // veth end under rxe1
-	AddrA   = "10.99.0.1" // IPv4 address of va (/24); rxe0's GID index 1 maps it
-	AddrB   = "10.99.0.2" // IPv4 address of vb (/24); rxe1's GID index 1 maps it
+	RXE0    = "rxe0"              // rxe device on netdev va
+	RXE1    = "rxe1"              // rxe device on netdev vb
+	NetdevA = "va"                // veth end under rxe0
+	NetdevB = "vb"                // veth end under rxe1
+	AddrA   = "10.99.0.1"         // IPv4 address of va (/24); rxe0's GID index 1 maps it
+	AddrB   = "10.99.0.2"         // IPv4 address of vb (/24); rxe1's GID index 1 maps it
+	MACA    = "02:00:0a:63:00:01" // MAC of va: rxe0's node GUID is 0000:0aff:fe63:0001
+	MACB    = "02:00:0a:63:00:02" // MAC of vb: rxe1's node GUID is 0000:0aff:fe63:0002
 	// GIDIndex is the RoCEv2 IPv4-mapped GID the VM waits for on both ports.
 	GIDIndex = 1
 )

@@ -122,7 +122,14 @@ func TestVMTopology(t *testing.T) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	for dev, netdev := range map[string]string{RXE0: NetdevA, RXE1: NetdevB} {
+	for _, d := range []struct{ dev, netdev, guid string }{
+		{RXE0, NetdevA, "0000:0aff:fe63:0001"},
+		{RXE1, NetdevB, "0000:0aff:fe63:0002"},
+	} {
+		dev, netdev := d.dev, d.netdev
+		if got := read(filepath.Join("/sys/class/infiniband", dev, "node_guid")); got != d.guid {
+			t.Errorf("%s node GUID %q, want %q (from the fixed MAC)", dev, got, d.guid)
+		}
 		port := filepath.Join("/sys/class/infiniband", dev, "ports/1")
 		if got := read(filepath.Join(port, "state")); got != "4: ACTIVE" {
 			t.Errorf("%s port state %q, want 4: ACTIVE", dev, got)

@@ -130,7 +130,9 @@ func setup(g *guest, spec *vmproto.Spec) (string, error) {
 	}
 	steps := [][]string{
 		{"ip", "link", "set", "lo", "up"},
-		{"ip", "link", "add", vmenv.NetdevA, "type", "veth", "peer", "name", vmenv.NetdevB},
+		// Fixed MACs make the rxe node GUIDs and link-local GIDs the same
+		// on every boot, so outputs can be compared with recorded ones.
+		{"ip", "link", "add", vmenv.NetdevA, "address", vmenv.MACA, "type", "veth", "peer", "name", vmenv.NetdevB, "address", vmenv.MACB},
 		{"ip", "addr", "add", vmenv.AddrA + "/24", "dev", vmenv.NetdevA},
 		{"ip", "addr", "add", vmenv.AddrB + "/24", "dev", vmenv.NetdevB},
 		{"ip", "link", "set", vmenv.NetdevA, "up"},
