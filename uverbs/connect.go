@@ -127,13 +127,16 @@ func (c *Context) RecommendedGID(port uint8) (GIDEntry, error) {
 }
 
 // PickRoCEGID chooses from a port's GID entries as RecommendedGID does:
-// RoCE v2 only, never link-local or without a netdev; IPv4-mapped before
+// RoCE v2 only, never link-local, loopback, multicast, unspecified or
+// without a netdev; IPv4-mapped before
 // IPv6; the lowest index among equals.
 func PickRoCEGID(entries []GIDEntry) (GIDEntry, bool) {
 	var best GIDEntry
 	found := false
 	score := func(e GIDEntry) int {
-		if e.Type != GIDTypeRoCEv2 || e.NetdevIfindex == 0 || e.GID.IsZero() || e.GID.Addr().IsLinkLocalUnicast() {
+		a := e.GID.Addr()
+		if e.Type != GIDTypeRoCEv2 || e.NetdevIfindex == 0 || a.IsUnspecified() || a.IsLinkLocalUnicast() ||
+			a.IsLoopback() || a.Unmap().IsLoopback() || a.IsMulticast() {
 			return -1
 		}
 		if e.GID.Addr().Is4In6() {

@@ -28,6 +28,8 @@ func TestPickRoCEGID(t *testing.T) {
 		{"ipv6 when no ipv4", []GIDEntry{linkLocal, v1, v6}, v6, true},
 		{"lowest index among equals", []GIDEntry{v4b, v4}, v4, true},
 		{"needs a netdev", []GIDEntry{noNetdev, v6}, v6, true},
+		{"not loopback", []GIDEntry{{GID: gidOf("::ffff:127.0.0.1"), Type: GIDTypeRoCEv2, NetdevIfindex: 1}, v6}, v6, true},
+		{"not multicast", []GIDEntry{{GID: gidOf("ff02::1"), Type: GIDTypeRoCEv2, NetdevIfindex: 2}}, GIDEntry{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := PickRoCEGID(tc.in)

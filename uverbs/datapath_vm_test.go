@@ -193,8 +193,9 @@ func TestPostBadInput(t *testing.T) {
 	if n, _ := p.f.cq.Poll(wc[:]); n != 0 {
 		t.Errorf("refused lists produced %d completions: %+v", n, wc[:n])
 	}
-	// Queue full: more than the send queue holds in one list.
-	many := make([]SendWR, p.a.Cap().MaxSendWr+1)
+	// Queue full: more than the send ring holds in one list (the ring may
+	// hold more than the granted MaxSendWr: it is a power of two).
+	many := make([]SendWR, 64*p.a.Cap().MaxSendWr)
 	for i := range many {
 		many[i] = SendWR{Opcode: WRSend, SGL: []SGE{sge}}
 	}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -27,24 +30,20 @@ type deviceInfo struct {
 
 func findDevice(root, name string) (deviceInfo, error) {
 	fs := sysfs.New(root)
-	d, err := fs.Device(name)
+	uv, err := fs.Uverbs(name)
 	if err != nil {
 		return deviceInfo{}, fmt.Errorf("uverbs: open %s: %w", name, err)
 	}
-	if d.Problem != nil {
-		return deviceInfo{}, fmt.Errorf("uverbs: open %s: %w", name, d.Problem)
-	}
 	info := deviceInfo{
-		name:       d.Name,
-		charDev:    d.Uverbs.CharDev,
-		abiVersion: d.Uverbs.ABIVersion,
+		name:       name,
+		charDev:    uv.CharDev,
+		abiVersion: uv.ABIVersion,
 		sys:        fs,
 	}
-	for _, p := range d.Ports {
-		info.ports = append(info.ports, p.Num)
+	if info.ports, err = portNumbers(root, name); err != nil {
+		return deviceInfo{}, fmt.Errorf("uverbs: open %s: %w", name, err)
 	}
-	sort.Ints(info.ports)
-	if root == "/" {
+	if root == "/" || root == "" {
 		// The kernel says which driver a device belongs to over netlink;
 		// the name match below is for kernels that do not.
 		if id, err := rdmanl.DriverID(name); err == nil {
@@ -52,6 +51,47 @@ func findDevice(root, name string) (deviceInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// portNumbers lists the device's ports (the sysfs ports directory, as
+// rdma-core counts them for phys_port_cnt_ex).
+func portNumbers(root, name string) ([]int, error) {
+	if root == "" {
+		root = "/"
+	}
+	ents, err := os.ReadDir(filepath.Join(root, "sys/class/infiniband", name, "ports"))
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= 0 && n <= 255 {
+			ports = append(ports, n)
+		}
+	}
+	sort.Ints(ports)
+	return ports, nil
+}
+
+// CheckProvider reports why Open would find no usable provider for the
+// device d (none linked in, none exists, or its uverbs ABI is outside the
+// provider's range), or nil. Tools that list devices use it to tell which
+// ones a goverbs program can open.
+func CheckProvider(d sysfs.Device) error {
+	info := deviceInfo{name: d.Name, abiVersion: d.Uverbs.ABIVersion}
+	if id, err := rdmanl.DriverID(d.Name); err == nil {
+		info.driver = abi.DriverID(id)
+	}
+	p, err := info.provider()
+	if err != nil {
+		return err
+	}
+	if v := info.abiVersion; v != 0 {
+		if lo, hi := p.ABIVersions(); v < lo || v > hi {
+			return fmt.Errorf("uverbs: %s: the driver's uverbs ABI %d is outside the %s provider's range %d..%d", d.Name, v, p.Name(), lo, hi)
+		}
+	}
+	return nil
 }
 
 // provider picks the device's provider: by driver ID, else by name.
@@ -119,17 +159,9 @@ func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
 	if err := c.checkPort("query_pkey", port); err != nil {
 		return 0, err
 	}
-	d, err := c.dev.sys.Device(c.dev.name)
+	pk, err := c.dev.sys.ReadPKey(c.dev.name, int(port), index)
 	if err != nil {
-		return 0, fmt.Errorf("uverbs: query_pkey on %s: %w", c.name, err)
+		return 0, fmt.Errorf("uverbs: query_pkey on %s port %d index %d: %w", c.name, port, index, err)
 	}
-	for _, p := range d.Ports {
-		if p.Num == int(port) {
-			if index < 0 || index >= len(p.PKeys) {
-				return 0, fmt.Errorf("uverbs: query_pkey on %s port %d: index %d outside the %d-entry table", c.name, port, index, len(p.PKeys))
-			}
-			return p.PKeys[index], nil
-		}
-	}
-	return 0, fmt.Errorf("uverbs: query_pkey on %s: no port %d", c.name, port)
+	return pk, nil
 }

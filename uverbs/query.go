@@ -210,5 +210,6 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		LinkLayer:     LinkLayer(r.LinkLayer),
 		Flags:         r.Flags,
 		PortCapFlags2: resp.PortCapFlags2,
+		ActiveSpeedEx: resp.ActiveSpeedEx,
 	}, nil
 }

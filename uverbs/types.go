@@ -257,6 +257,9 @@ type PortAttr struct {
 	LinkLayer     LinkLayer
 	Flags         uint8
 	PortCapFlags2 uint16 // only the ioctl path reports it
+	// ActiveSpeedEx is the extended speed (6.12 and later, ioctl path);
+	// 0 where the kernel reports only ActiveSpeed.
+	ActiveSpeedEx uint32
 }
 
 // GID is a 128-bit port address.

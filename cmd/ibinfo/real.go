@@ -11,9 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/abi"
-	"github.com/goverbs/goverbs/internal/provider"
-	"github.com/goverbs/goverbs/internal/rdmanl"
 	"github.com/goverbs/goverbs/sysfs"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -98,32 +95,8 @@ func (s *realSystem) unlisted(d sysfs.Device) error {
 }
 
 // providerProblem says why goverbs has no provider for the device, or nil:
-// the same choice uverbs.Open makes (driver ID over netlink, else the
-// device name), and the provider's uverbs ABI range.
-func providerProblem(d sysfs.Device) error {
-	var p provider.Provider
-	id, err := rdmanl.DriverID(d.Name)
-	if err == nil && abi.DriverID(id) != abi.DriverUnknown {
-		var ok bool
-		if p, ok = provider.Lookup(abi.DriverID(id)); !ok {
-			if k, known := provider.Known[abi.DriverID(id)]; known {
-				return fmt.Errorf("the %s provider is not linked into this program (import _ %q)", k.Name, k.Import)
-			}
-			return fmt.Errorf("goverbs has no provider for the %s driver (driver id %d)", provider.DriverName(abi.DriverID(id)), id)
-		}
-	} else {
-		var ok bool
-		if p, ok = provider.MatchName(d.Name); !ok {
-			return fmt.Errorf("no goverbs provider recognises the device (driver %q)", d.Driver)
-		}
-	}
-	if v := d.Uverbs.ABIVersion; v != 0 {
-		if lo, hi := p.ABIVersions(); v < lo || v > hi {
-			return fmt.Errorf("the driver's uverbs ABI %d is outside the %s provider's range %d..%d", v, p.Name(), lo, hi)
-		}
-	}
-	return nil
-}
+// the same choice uverbs.Open makes.
+func providerProblem(d sysfs.Device) error { return uverbs.CheckProvider(d) }
 
 func (s *realSystem) hcaOf(d sysfs.Device) hca {
 	h := hca{

@@ -256,11 +256,13 @@ type GIDEntry struct {
 }
 
 // QueryPortRespEx is struct ib_uverbs_query_port_resp_ex, the ioctl
-// QUERY_PORT answer.
+// QUERY_PORT answer. 6.12 took four of 6.1's six reserved bytes for
+// active_speed_ex; 6.1 leaves them zero.
 type QueryPortRespEx struct {
 	LegacyResp    QueryPortResp
 	PortCapFlags2 uint16
-	Reserved      [6]uint8
+	Reserved      [2]uint8
+	ActiveSpeedEx uint32
 }
 
 // GetContext core-support bits (UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT).
