@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
 // bzImage builds a minimal bzImage: boot header, setup sectors, then the
@@ -120,6 +122,9 @@ func TestDecompressPayload(t *testing.T) {
 
 	for _, tool := range []struct{ name, format string }{{"xz", "xz"}, {"zstd", "zstd"}} {
 		t.Run(tool.name, func(t *testing.T) {
+			if vmenv.InVM() {
+				t.Skip("the guest's busybox tools cannot compress; the host run covers the decompression")
+			}
 			path, err := exec.LookPath(tool.name)
 			if err != nil {
 				t.Skipf("%s not installed", tool.name)
