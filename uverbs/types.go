@@ -3,17 +3,13 @@ package uverbs
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/goverbs/goverbs/sysfs"
 )
 
 // GUID is a 64-bit globally unique identifier, held as the number the
-// kernel's big-endian bytes spell.
-type GUID uint64
-
-// String formats the GUID as the kernel's sysfs and ibv_devinfo do:
-// four groups of four hex digits.
-func (g GUID) String() string {
-	return fmt.Sprintf("%04x:%04x:%04x:%04x", uint16(g>>48), uint16(g>>32), uint16(g>>16), uint16(g))
-}
+// kernel's big-endian bytes spell; it prints as sysfs and ibv_devinfo do.
+type GUID = sysfs.GUID
 
 // AtomicCap says which atomics a device guarantees (enum ibv_atomic_cap).
 type AtomicCap uint32
