@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -41,8 +42,8 @@ type Config struct {
 	Args    []string // arguments after the program name
 	Env     []string // extra KEY=VALUE for the program
 	// Dir is the working directory, the same path in host and guest; the
-	// host's current directory if empty. Its testdata/ directories (its own
-	// and its parents' up to the module root) are copied along when small.
+	// host's current directory if empty. The testdata directories of its Go
+	// module are copied along (see testdataDirs).
 	Dir string
 	// Adds are extra host files or directories to copy into the guest.
 	Adds []Add
@@ -82,10 +83,11 @@ type Result struct {
 // Errors of a run. A failed run's error wraps one of these; the console log
 // is kept and its path is in the error text.
 var (
-	ErrTimeout    = errors.New("test VM timed out")
-	ErrSetup      = errors.New("test VM setup failed")
-	ErrGuestLost  = errors.New("test VM ended without reporting the program's exit status")
-	ErrBadProgram = errors.New("program cannot run in the test VM")
+	ErrTimeout     = errors.New("test VM timed out")
+	ErrInterrupted = errors.New("test VM interrupted")
+	ErrSetup       = errors.New("test VM setup failed")
+	ErrGuestLost   = errors.New("test VM ended without reporting the program's exit status")
+	ErrBadProgram  = errors.New("program cannot run in the test VM")
 )
 
 // qbootROM is QEMU's minimal firmware (Debian's qemu-system-data).
@@ -99,7 +101,7 @@ const DefaultTimeout = 15 * time.Minute
 
 // testdataLimit bounds the testdata copied along with a program; larger
 // trees must be added explicitly.
-const testdataLimit = 64 << 20
+const testdataLimit = 32 << 20
 
 // splat matches kernel console lines that mean something went wrong in the
 // kernel even though the program may have passed.
@@ -355,7 +357,7 @@ func writeInitrd(ctx context.Context, dst, base string, manifest *baseManifest, 
 	if err := t.hostDirChain(cfg.Dir); err != nil {
 		return err
 	}
-	for _, td := range testdataDirs(cfg.Dir) {
+	for _, td := range testdataDirs(cfg.Dir, cfg.Log) {
 		if err := t.hostPath(td); err != nil {
 			return err
 		}
@@ -426,25 +428,70 @@ func addToTree(ctx context.Context, t *tree, a Add) error {
 	return nil
 }
 
-// testdataDirs lists dir/testdata and the testdata directories of dir's
-// parents up to the enclosing module root (tests open ../testdata too),
-// skipping those too large to copy with every run.
-func testdataDirs(dir string) []string {
-	var dirs []string
-	var total int64
-	for d := dir; ; d = filepath.Dir(d) {
-		td := filepath.Join(d, "testdata")
-		if fi, err := os.Stat(td); err == nil && fi.IsDir() {
-			if n, err := dirSize(td, testdataLimit); err == nil && total+n <= testdataLimit {
-				total += n
-				dirs = append(dirs, td)
+// testdataDirs lists the testdata directories to copy along with a program
+// run in dir: inside a Go module every testdata directory of the module
+// (tests open ../testdata and ../../sysfs/testdata alike), otherwise those
+// of dir and its parents. Trees past testdataLimit in all are left out;
+// -add them explicitly.
+func testdataDirs(dir string, log io.Writer) []string {
+	var candidates []string
+	if root := moduleRoot(dir); root != "" {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			name := d.Name()
+			if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "vendor") {
+				return fs.SkipDir // what the go tool ignores too
+			}
+			if p != root && fileExists(filepath.Join(p, "go.mod")) {
+				return fs.SkipDir // another module
+			}
+			if name == "testdata" {
+				candidates = append(candidates, p)
+				return fs.SkipDir
+			}
+			return nil
+		})
+	} else {
+		for d := dir; ; d = filepath.Dir(d) {
+			if td := filepath.Join(d, "testdata"); fileExists(td) {
+				candidates = append(candidates, td)
+			}
+			if d == filepath.Dir(d) {
+				break
 			}
 		}
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil || d == filepath.Dir(d) {
-			break
+	}
+	var dirs []string
+	var total int64
+	for _, td := range candidates {
+		n, err := dirSize(td, testdataLimit)
+		if err != nil || total+n > testdataLimit {
+			fmt.Fprintf(log, "vmexec: not copying %s into the guest (%d bytes, limit %d in all)\n", td, n, testdataLimit)
+			continue
 		}
+		total += n
+		dirs = append(dirs, td)
 	}
 	return dirs
+}
+
+// moduleRoot returns the directory of the go.mod enclosing dir, or "".
+func moduleRoot(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if fileExists(filepath.Join(d, "go.mod")) {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // FindInit returns the guest init binary: $GOVERBS_VM_INIT, else vminit
@@ -671,6 +718,9 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	for !qemuExited || frames != nil {
 		select {
 		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w while %v: %w", ErrInterrupted, ph, ctx.Err())
+			}
 			return fmt.Errorf("%w after %v while %v", ErrTimeout, cfg.Timeout, ph)
 		case <-shutdownTimer:
 			fmt.Fprintf(cfg.Log, "vmexec: QEMU still running 30s after the exit report; killed\n")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -285,5 +286,24 @@ func TestVMTimeout(t *testing.T) {
 	_, _, _, err := runVM(t, Config{Kernel: k, Program: "sleep", Args: []string{"1000"}, Timeout: 12 * time.Second})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+}
+
+func TestTestdataDirs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"testdata", "a/testdata/deep/testdata", "b/c/testdata", ".hidden/testdata", "_skip/testdata", "vendor/x/testdata", "sub/testdata", "pkg"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"go.mod", "sub/go.mod"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("module x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := testdataDirs(filepath.Join(root, "pkg"), io.Discard)
+	want := []string{filepath.Join(root, "a/testdata"), filepath.Join(root, "b/c/testdata"), filepath.Join(root, "testdata")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -17,7 +17,8 @@
 //
 // Exit status: the program's; 124 when the VM timed out; 125 when the
 // harness or the VM setup failed (the message says which and where the
-// kernel console log was kept); 127 when the program cannot be started.
+// kernel console log was kept); 127 when the program cannot be started;
+// 130 when vmexec was interrupted (SIGINT, SIGTERM, or go test's SIGQUIT).
 package main
 
 import (
@@ -36,9 +37,10 @@ import (
 )
 
 const (
-	exitTimeout  = 124
-	exitHarness  = 125
-	exitNotFound = 127 // as a shell says of a command it cannot run
+	exitTimeout     = 124
+	exitHarness     = 125
+	exitNotFound    = 127 // as a shell says of a command it cannot run
+	exitInterrupted = 130
 )
 
 type listFlag []string
@@ -121,6 +123,9 @@ func run() int {
 	case errors.Is(err, testvm.ErrTimeout):
 		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
 		return exitTimeout
+	case errors.Is(err, testvm.ErrInterrupted):
+		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
+		return exitInterrupted
 	case errors.Is(err, testvm.ErrBadProgram):
 		fmt.Fprintf(os.Stderr, "vmexec: %v\n", err)
 		return exitNotFound
