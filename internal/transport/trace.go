@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,9 @@ var objectNames = map[uint16]string{
 	abi.ObjectRWQIndTbl: "RWQ_IND_TBL", abi.ObjectWQ: "WQ", abi.ObjectFlowAction: "FLOW_ACTION",
 	abi.ObjectDM: "DM", abi.ObjectCounters: "COUNTERS", abi.ObjectAsyncEvent: "ASYNC_EVENT",
 }
+
+// traceOut receives the trace; tests swap it.
+var traceOut io.Writer = os.Stderr
 
 func objectName(id uint16) string {
 	if n, ok := objectNames[id]; ok {
@@ -48,10 +52,10 @@ func traceIoctl(verb, path string, q *Ioctl, err error, d time.Duration) {
 		}
 	}
 	fmt.Fprintf(&b, "] -> %s (%v)\n", errnoText(err), d)
-	os.Stderr.WriteString(b.String())
+	io.WriteString(traceOut, b.String())
 }
 
 func traceWrite(verb string, w *Write, err error, d time.Duration) {
-	fmt.Fprintf(os.Stderr, "goverbs: write %s cmd=%#x in=%dB out=%dB -> %s (%v)\n",
+	fmt.Fprintf(traceOut, "goverbs: write %s cmd=%#x in=%dB out=%dB -> %s (%v)\n",
 		verb, w.Cmd, len(w.In), len(w.Out), errnoText(err), d)
 }

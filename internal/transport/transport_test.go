@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -281,3 +282,43 @@ func TestParseMode(t *testing.T) {
 		t.Error(`ParseMode("both") accepted`)
 	}
 }
+
+func TestTrace(t *testing.T) {
+	var b strings.Builder
+	old, oldOn := traceOut, traceOn
+	traceOut, traceOn = &b, true
+	defer func() { traceOut, traceOn = old, oldOn }()
+	f := &fakeKernel{ioctlErrs: []error{unix.EINVAL}}
+	c := NewConn(3, abi.DriverRXE, WriteOnly, f)
+	q := NewIoctl(abi.ObjectCQ, abi.MethodCQDestroy)
+	q.Handle(abi.AttrDestroyCQHandle, 9)
+	c.mode = Auto
+	_ = c.Ioctl("destroy_cq", q)
+	_ = c.rawWrite("dealloc_pd", &Write{Cmd: abi.CmdDeallocPD, In: make([]byte, 4), CoreIn: 4})
+	got := b.String()
+	for _, want := range []string{"goverbs: ioctl destroy_cq obj=CQ method=1 attrs=[0x0:idr=0x9] -> invalid argument (",
+		"goverbs: write dealloc_pd cmd=0x4 in=4B out=0B -> ok ("} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trace %q lacks %q", got, want)
+		}
+	}
+}
+
+// BenchmarkTraceOff shows the trace switch costs nothing when off: the
+// command path allocates only what the command itself needs.
+func BenchmarkTraceOff(b *testing.B) {
+	c := NewConn(3, abi.DriverRXE, Auto, nopKernel{})
+	q := NewIoctl(abi.ObjectCQ, abi.MethodCQDestroy)
+	q.Handle(abi.AttrDestroyCQHandle, 9)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := c.Ioctl("destroy_cq", q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type nopKernel struct{}
+
+func (nopKernel) Ioctl(int, *Ioctl, abi.DriverID) error { return nil }
+func (nopKernel) Write(int, []byte, []byte) error       { return nil }
