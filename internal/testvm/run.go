@@ -796,7 +796,10 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	case files.err != nil:
 		return files.err
 	case exit.SetupError != "":
-		return fmt.Errorf("%w: %s\n%s", ErrSetup, exit.SetupError, setupLogs.String())
+		if setupLogs.Len() > 0 {
+			return fmt.Errorf("%w: %s\n%s", ErrSetup, exit.SetupError, strings.TrimSpace(setupLogs.String()))
+		}
+		return fmt.Errorf("%w: %s", ErrSetup, exit.SetupError)
 	case exit.RunError != "":
 		return fmt.Errorf("%w: %s", ErrBadProgram, exit.RunError)
 	case exit.Code < 0:
