@@ -261,9 +261,13 @@ func TestVMByteExact(t *testing.T) {
 func TestVMReferenceTools(t *testing.T) {
 	for _, k := range selftestKernels(t) {
 		t.Run(k, func(t *testing.T) {
-			script := `ibv_rc_pingpong -d rxe0 -g 1 -n 50 >/tmp/srv 2>&1 & sleep 1; ` +
-				`ibv_rc_pingpong -d rxe1 -g 1 -n 50 10.99.0.1 || exit 1; wait $! || { cat /tmp/srv; exit 2; }; ` +
-				`ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 >/tmp/bw 2>&1 & sleep 1; ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 10.99.0.1 || exit 3; wait $! || exit 4`
+			// The clients retry: on a loaded host the server may take a
+			// while to listen.
+			script := `client() { for i in 1 2 3 4 5 6 7 8 9 10; do "$@" && return 0; sleep 1; done; return 1; }; ` +
+				`ibv_rc_pingpong -d rxe0 -g 1 -n 50 >/tmp/srv 2>&1 & ` +
+				`client ibv_rc_pingpong -d rxe1 -g 1 -n 50 10.99.0.1 || exit 1; wait $! || { cat /tmp/srv; exit 2; }; ` +
+				`ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 >/tmp/bw 2>&1 & ` +
+				`client ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 10.99.0.1 || exit 3; wait $! || { cat /tmp/bw; exit 4; }`
 			stdout, stderr, res, err := runVM(t, Config{Kernel: k, Program: "sh", Args: []string{"-c", script}})
 			if err != nil {
 				t.Fatal(err)
