@@ -154,12 +154,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			os.RemoveAll(runDir)
-		}
-	}()
+	defer os.RemoveAll(runDir)
 
 	spec, returns, err := buildSpec(cfg, manifest)
 	if err != nil {
