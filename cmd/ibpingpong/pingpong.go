@@ -240,13 +240,18 @@ func (p *pingpong) addresses() error {
 	var gid uverbs.GID
 	if c.gidIdx >= 0 {
 		e, err := p.dev.QueryGID(c.ibPort, c.gidIdx)
-		if err != nil {
+		switch {
+		case errors.Is(err, uverbs.ErrNoGID):
+			// An empty entry reads as the zero GID, as ibv_query_gid
+			// keeps it for its callers.
+		case err != nil:
 			if c.kind == kindUD || c.kind == kindSRQ {
 				return p.fail(err, "Could not get local gid for gid index %d", c.gidIdx)
 			}
 			return p.fail(err, "can't read sgid of index %d", c.gidIdx)
+		default:
+			gid = e.GID
 		}
-		gid = e.GID
 	}
 	sep := ","
 	if c.kind == kindUD {
