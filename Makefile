@@ -76,7 +76,7 @@ vmselftest: vmexec
 
 test: deps unit vmselftest vmtest
 
-demo: vmexec
+demo: deps vmexec
 	@if ls cmd/ibinfo/*.go >/dev/null 2>&1; then \
 		CGO_ENABLED=0 $(GO) build -o bin/ibinfo ./cmd/ibinfo && \
 		bin/vmexec -kernel $(DEMO_KERNEL) -add bin/ibinfo:/usr/local/bin/ibinfo -- \
