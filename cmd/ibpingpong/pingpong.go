@@ -55,12 +55,10 @@ type pingpong struct {
 // one) and returns the failure.
 func (p *pingpong) fail(err error, format string, a ...any) error {
 	fmt.Fprintf(p.stderr, format+"\n", a...)
-	if err != nil {
-		fmt.Fprintf(p.stderr, "%s: %v\n", p.cfg.prog, err)
-	}
 	if err == nil {
 		return failure{fmt.Errorf(format, a...)}
 	}
+	fmt.Fprintf(p.stderr, "%s: %v\n", p.cfg.prog, err)
 	return failure{fmt.Errorf(format+": %w", append(a, err)...)}
 }
 

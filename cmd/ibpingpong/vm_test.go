@@ -157,12 +157,18 @@ type interopCase struct {
 	k              kind
 	server, client side
 	args           []string // both sides
+	serverArgs     []string // the server only
 	serverDev      string   // default rxe0
 	connectTo      string   // default 127.0.0.1
+	wantInvalid    []string // the server's -c complaints
 }
 
 func (tc interopCase) name() string {
-	return fmt.Sprintf("%v/%v-server/%v-client/%s", tc.k, tc.server, tc.client, strings.Join(tc.args, "_"))
+	n := fmt.Sprintf("%v/%v-server/%v-client/%s", tc.k, tc.server, tc.client, strings.Join(tc.args, "_"))
+	if tc.serverArgs != nil {
+		n += "/server_" + strings.Join(tc.serverArgs, "_")
+	}
+	return n
 }
 
 func (tc interopCase) run(t *testing.T) {
@@ -185,7 +191,7 @@ func (tc interopCase) run(t *testing.T) {
 	if tc.server.goSide {
 		ready = func(net.Addr) { close(up) }
 	}
-	srvDone := tc.server.start(ctx, t, tc.k, append([]string{"-d", serverDev}, common...), ready)
+	srvDone := tc.server.start(ctx, t, tc.k, append(append([]string{"-d", serverDev}, common...), tc.serverArgs...), ready)
 	if !tc.server.goSide {
 		go func() {
 			for ctx.Err() == nil && !listening(mustAtoi(port)) {
@@ -238,11 +244,16 @@ func (tc interopCase) run(t *testing.T) {
 		role string
 		o    output
 	}{{"server", so}, {"client", co}} {
-		if len(x.o.local) != nqp || len(x.o.remote) != nqp || x.o.iters != iters || x.o.bytes != 2*size*iters ||
-			len(x.o.other) != 0 || len(x.o.invalid) != 0 {
-			t.Errorf("%s output: %d local and %d remote addresses (want %d), %d iters (want %d), %d bytes (want %d), unexpected lines %q %q",
-				x.role, len(x.o.local), len(x.o.remote), nqp, x.o.iters, iters, x.o.bytes, 2*size*iters, x.o.other, x.o.invalid)
+		if len(x.o.local) != nqp || len(x.o.remote) != nqp || x.o.iters != iters || x.o.bytes != 2*size*iters || len(x.o.other) != 0 {
+			t.Errorf("%s output: %d local and %d remote addresses (want %d), %d iters (want %d), %d bytes (want %d), unexpected lines %q",
+				x.role, len(x.o.local), len(x.o.remote), nqp, x.o.iters, iters, x.o.bytes, 2*size*iters, x.o.other)
 		}
+	}
+	if diff := cmp.Diff(tc.wantInvalid, so.invalid); diff != "" {
+		t.Errorf("server's buffer check (-want +got):\n%s", diff)
+	}
+	if len(co.invalid) != 0 {
+		t.Errorf("the client checked its buffer: %q", co.invalid)
 	}
 	// What each side says it sent is what the other says it received.
 	if diff := cmp.Diff(so.local, co.remote); diff != "" {
@@ -319,6 +330,13 @@ func TestInteropVM(t *testing.T) {
 		interopCase{k: kindUD, server: side{tool: tools[kindUD]}, client: goSide, args: []string{"-n", "500", "-e", "-c", "-s", "512"}},
 		interopCase{k: kindSRQ, server: goSide, client: side{tool: tools[kindSRQ]}, args: []string{"-n", "500", "-e", "-q", "4", "-r", "8"}},
 		interopCase{k: kindRC, server: side{tool: tools[kindRC]}, client: goSide, args: []string{"-n", "200", "-s", "10000", "-m", "512", "-r", "2"}},
+		// -c on the server alone: the client sends the buffer as it
+		// was filled (0x7b), not the page-start zeros -c writes, and the
+		// check says so for each page.
+		interopCase{k: kindRC, server: goSide, client: side{tool: tools[kindRC]}, args: []string{"-n", "50", "-s", "8192"},
+			serverArgs: []string{"-c"}, wantInvalid: []string{"invalid data in page 0", "invalid data in page 1"}},
+		interopCase{k: kindUD, server: side{tool: tools[kindUD]}, client: goSide, args: []string{"-n", "50"},
+			serverArgs: []string{"-c"}, wantInvalid: []string{"invalid data in page 0"}},
 		// Two devices: the server on rxe1, reached at its own address.
 		interopCase{k: kindRC, server: goSide, client: side{tool: tools[kindRC]}, args: []string{"-n", "500", "-c"},
 			serverDev: vmenv.RXE1, connectTo: vmenv.AddrB},
