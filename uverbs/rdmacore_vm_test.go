@@ -41,8 +41,12 @@ import (
 // and its peer. They are deliberately not decoded from the captured bytes
 // with goverbs' own structures, which would make the comparison circular.
 //
-// Compared: create_comp_channel, alloc_pd, reg_mr, create_cq, create_qp (RC
-// and UD), every modify_qp (INIT, RTR, RTS) and create_ah. Two rdma-core
+// Compared, in order: get_context and alloc_async_fd (opening the device),
+// create_comp_channel, alloc_pd, reg_mr, create_cq, create_qp (RC and UD),
+// every modify_qp (INIT, RTR, RTS), create_ah, and the destroy commands of
+// pp_close_ctx (destroy_qp, destroy_cq, dereg_mr, destroy_ah, dealloc_pd).
+// Other commands (query_device, query_port, query_qp, the INVOKE_WRITE
+// probe, req_notify_cq, the rxe doorbell) are not compared. Two rdma-core
 // runs per tool: as shipped (ioctl, with the write commands inside
 // INVOKE_WRITE), compared with goverbs' ioctl and auto transports; and with
 // the shim answering every ioctl with ENOTTY, as a kernel without the ioctl
@@ -253,13 +257,33 @@ func runPingpong(t *testing.T, shim, tool string, port int, args []string, noIoc
 
 // Write command numbers (enum ib_uverbs_write_cmds) of the compared verbs.
 var comparedWriteCmds = map[uint32]string{
+	0:  "get_context",
 	3:  "alloc_pd",
+	4:  "dealloc_pd",
 	5:  "create_ah",
+	8:  "destroy_ah",
 	9:  "reg_mr",
+	13: "dereg_mr",
 	17: "create_comp_channel",
 	18: "create_cq",
+	20: "destroy_cq",
 	24: "create_qp",
 	26: "modify_qp",
+	27: "destroy_qp",
+}
+
+// comparedMethods are the compared verbs with a native ioctl method
+// (object, method).
+var comparedMethods = map[[2]uint16]string{
+	{0, 3}:  "get_context",    // UVERBS_METHOD_GET_CONTEXT
+	{16, 0}: "alloc_async_fd", // UVERBS_METHOD_ASYNC_EVENT_ALLOC
+	{1, 0}:  "dealloc_pd",     // UVERBS_METHOD_PD_DESTROY
+	{3, 0}:  "create_cq",      // UVERBS_METHOD_CQ_CREATE
+	{3, 1}:  "destroy_cq",     // UVERBS_METHOD_CQ_DESTROY
+	{4, 0}:  "create_qp",      // UVERBS_METHOD_QP_CREATE
+	{4, 1}:  "destroy_qp",     // UVERBS_METHOD_QP_DESTROY
+	{6, 0}:  "destroy_ah",     // UVERBS_METHOD_AH_DESTROY
+	{7, 1}:  "dereg_mr",       // UVERBS_METHOD_MR_DESTROY
 }
 
 const (
@@ -273,11 +297,10 @@ const (
 func verbOf(x transport.Exchange) string {
 	switch x.Op {
 	case "ioctl":
+		if v, ok := comparedMethods[[2]uint16{x.Object, x.Method}]; ok {
+			return v
+		}
 		switch {
-		case x.Object == uverbsIoctlObjCQ && x.Method == 0:
-			return "create_cq"
-		case x.Object == uverbsIoctlObjQP && x.Method == 0:
-			return "create_qp"
 		case x.Object == uverbsIoctlObjDevice && x.Method == 0: // INVOKE_WRITE
 			for _, a := range x.Attrs {
 				if a.ID == attrWriteCmd {
@@ -351,7 +374,17 @@ var qpCapStruct = uapiStruct{"ib_uverbs_qp_cap", 20, []uapiField{
 // writeStructs are the core request structures of the compared write
 // commands, by command number.
 var writeStructs = map[uint32]uapiStruct{
+	0:  {"ib_uverbs_get_context", 8, []uapiField{uf("response", 8, maskPointer)}},
 	3:  {"ib_uverbs_alloc_pd", 8, []uapiField{uf("response", 8, maskPointer)}},
+	4:  {"ib_uverbs_dealloc_pd", 4, []uapiField{uf("pd_handle", 4, maskHandle)}},
+	8:  {"ib_uverbs_destroy_ah", 4, []uapiField{uf("ah_handle", 4, maskHandle)}},
+	13: {"ib_uverbs_dereg_mr", 4, []uapiField{uf("mr_handle", 4, maskHandle)}},
+	20: {"ib_uverbs_destroy_cq", 16, []uapiField{
+		uf("response", 8, maskPointer), uf("cq_handle", 4, maskHandle), uf("reserved", 4),
+	}},
+	27: {"ib_uverbs_destroy_qp", 16, []uapiField{
+		uf("response", 8, maskPointer), uf("qp_handle", 4, maskHandle), uf("reserved", 4),
+	}},
 	17: {"ib_uverbs_create_comp_channel", 8, []uapiField{uf("response", 8, maskPointer)}},
 	9: {"ib_uverbs_reg_mr", 40, []uapiField{
 		uf("response", 8, maskPointer), uf("start", 8, maskPointer), uf("length", 8), uf("hca_va", 8, maskPointer),
@@ -642,10 +675,17 @@ func (p pingpongParams) args() []string {
 func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdView {
 	t.Helper()
 	rec := &transport.Recorder{Kernel: transport.System{}}
-	c, err := Open(side.Device, WithTransport(tr), withKernel(rec))
-	if err != nil {
-		t.Fatalf("Open(%s, %v): %v", side.Device, tr, err)
-	}
+	var (
+		c   *Context
+		ch  *CompChannel
+		pd  *PD
+		mr  *MR
+		cq  *CQ
+		qp  *QP
+		ah  *AH
+		buf *Buffer
+	)
+	// On failure, whatever was created is released (Close is idempotent).
 	var closers []func() error
 	t.Cleanup(func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -653,21 +693,19 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 				t.Errorf("cleanup: %v", err)
 			}
 		}
-		c.Close()
 	})
-	var (
-		ch  *CompChannel
-		pd  *PD
-		cq  *CQ
-		qp  *QP
-		buf *Buffer
-	)
 	const port = 1 // the tools' default ib_port
 	mrLen, qpType := p.size, QPTypeRC
 	if p.ud {
 		mrLen, qpType = p.size+40, QPTypeUD // room for the GRH
 	}
-	var steps []goverbsStep
+	steps := []goverbsStep{{"open", func() (err error) {
+		c, err = Open(side.Device, WithTransport(tr), withKernel(rec))
+		if err == nil {
+			closers = append(closers, c.Close)
+		}
+		return err
+	}}}
 	if side.UseEvent {
 		steps = append(steps, goverbsStep{"create_comp_channel", func() (err error) {
 			ch, err = c.NewCompChannel()
@@ -691,7 +729,7 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 				return err
 			}
 			closers = append(closers, buf.Close)
-			mr, err := pd.RegisterBuffer(buf, 0, mrLen, AccessLocalWrite)
+			mr, err = pd.RegisterBuffer(buf, 0, mrLen, AccessLocalWrite)
 			if err == nil {
 				closers = append(closers, mr.Close)
 			}
@@ -715,10 +753,10 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 	)
 	dest := side.Remote
 	grh := binary.BigEndian.Uint64(dest.GID[8:]) != 0 // dest->gid.global.interface_id
-	ah := AHAttr{DLID: dest.LID, SL: 0, SrcPathBits: 0, PortNum: port}
+	ahAttr := AHAttr{DLID: dest.LID, SL: 0, SrcPathBits: 0, PortNum: port}
 	if grh {
-		ah.IsGlobal = true
-		ah.GRH = GlobalRoute{HopLimit: 1, DGID: dest.GID, SGIDIndex: vmenv.GIDIndex}
+		ahAttr.IsGlobal = true
+		ahAttr.GRH = GlobalRoute{HopLimit: 1, DGID: dest.GID, SGIDIndex: vmenv.GIDIndex}
 	}
 	modify := func(a QPAttr, m QPAttrMask) goverbsStep {
 		return goverbsStep{"modify_qp", func() error { return qp.Modify(&a, m) }}
@@ -728,7 +766,7 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 			modify(QPAttr{State: QPStateInit, PkeyIndex: 0, Port: port, AccessFlags: 0},
 				QPAttrState|QPAttrPkeyIndex|QPAttrPort|QPAttrAccessFlags),
 			modify(QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: dest.QPN, RQPSN: dest.PSN,
-				MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: ah},
+				MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: ahAttr},
 				QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer),
 			modify(QPAttr{State: QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: side.Local.PSN, MaxRdAtomic: 1},
 				QPAttrState|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrSQPSN|QPAttrMaxQPRdAtomic),
@@ -739,15 +777,31 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 				QPAttrState|QPAttrPkeyIndex|QPAttrPort|QPAttrQkey),
 			modify(QPAttr{State: QPStateRTR}, QPAttrState),
 			modify(QPAttr{State: QPStateRTS, SQPSN: side.Local.PSN}, QPAttrState|QPAttrSQPSN),
-			goverbsStep{"create_ah", func() error {
-				a, err := pd.CreateAH(ah)
+			goverbsStep{"create_ah", func() (err error) {
+				ah, err = pd.CreateAH(ahAttr)
 				if err == nil {
-					closers = append(closers, a.Close)
+					closers = append(closers, ah.Close)
 				}
 				return err
 			}},
 		)
 	}
+	// pp_close_ctx: the objects go in the tool's order (the comp channel and
+	// the device are closed without a command).
+	steps = append(steps,
+		goverbsStep{"destroy_qp", func() error { return qp.Close() }},
+		goverbsStep{"destroy_cq", func() error { return cq.Close() }},
+		goverbsStep{"dereg_mr", func() error {
+			if err := mr.Close(); err != nil {
+				return err
+			}
+			return buf.Close()
+		}},
+	)
+	if p.ud {
+		steps = append(steps, goverbsStep{"destroy_ah", func() error { return ah.Close() }})
+	}
+	steps = append(steps, goverbsStep{"dealloc_pd", func() error { return pd.Close() }})
 
 	var out []cmdView
 	seen := 0
@@ -763,21 +817,23 @@ func mirror(t *testing.T, p pingpongParams, side *toolSide, tr Transport) []cmdV
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mine []transport.Exchange
+		// Every compared command the step sent counts, so extra or
+		// missing ones show in the comparison of the verb sequences.
 		for _, x := range xs[seen:] {
-			if verbOf(x) == s.verb {
-				mine = append(mine, x)
+			verb := verbOf(x)
+			if verb == "" {
+				continue
 			}
+			if x.Errno != 0 {
+				t.Fatalf("goverbs step %d (%s): %s failed with errno %d", i+1, s.verb, verb, x.Errno)
+			}
+			v, err := view(verb, x, nil)
+			if err != nil {
+				t.Fatalf("goverbs step %d (%s): %s: %v", i+1, s.verb, verb, err)
+			}
+			out = append(out, v)
 		}
 		seen = len(xs)
-		if len(mine) != 1 {
-			t.Fatalf("goverbs step %d (%s) sent %d %s commands, want 1", i+1, s.verb, len(mine), s.verb)
-		}
-		v, err := view(s.verb, mine[0], nil)
-		if err != nil {
-			t.Fatalf("goverbs step %d (%s): %v", i+1, s.verb, err)
-		}
-		out = append(out, v)
 	}
 	return out
 }
