@@ -20,12 +20,17 @@ PKGS        ?= ./...
 VMTEST_FLAGS ?=
 DEMO_KERNEL ?= 6.12
 VMEXEC      := $(CURDIR)/bin/vmexec
+# The LD_PRELOAD shim that records rdma-core's commands in the VM, for the
+# byte comparison of uverbs' rdmacore_vm_test.go; it needs only libc, so the
+# host's gcc builds it at test time.
+CAPTURE_SO    := $(CURDIR)/bin/capture.so
+CAPTURE_GUEST := /usr/lib/goverbs-capture.so
 
 # Debian packages: QEMU (qboot comes with qemu-system-data), the guest's
 # userland (busybox, rdma-core tools, perftest, iproute2), and the tools the
 # harness runs on the host (xz and zstd unpack kernels, cpio checks archives).
 DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ibverbs-providers \
-	perftest rdmacm-utils iproute2 xz-utils zstd cpio
+	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: all deps vmexec unit vmtest vmselftest test demo vm-clean
@@ -54,15 +59,20 @@ unit:
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	$(GO) test $(PKGS)
 
+$(CAPTURE_SO): uverbs/testdata/capture/capture.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $<
+
 # Every test binary boots its own VM (a few seconds each under TCG). -count=1
 # because go test's result cache knows neither the kernel nor the transport.
-vmtest: vmexec
+vmtest: vmexec $(CAPTURE_SO)
 	@failed=""; \
 	for k in $(KERNELS); do \
 		for tr in $(TRANSPORTS); do \
 			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr"; \
 			start=$$(date +%s); \
-			GOVERBS_TRANSPORT=$$tr $(GO) test -count=1 $(VMTEST_FLAGS) -exec "$(VMEXEC) -kernel $$k" $(PKGS) \
+			GOVERBS_TRANSPORT=$$tr GOVERBS_CAPTURE_SHIM=$(CAPTURE_GUEST) $(GO) test -count=1 $(VMTEST_FLAGS) \
+				-exec "$(VMEXEC) -kernel $$k -add $(CAPTURE_SO):$(CAPTURE_GUEST)" $(PKGS) \
 				|| failed="$$failed $$k/$$tr"; \
 			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr: $$(( $$(date +%s) - start ))s"; \
 		done; \
