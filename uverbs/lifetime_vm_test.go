@@ -1,0 +1,239 @@
+package uverbs
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+)
+
+// resources returns the kernel's count of each verbs object on rxe0, as
+// iproute2's `rdma res show` reads them over netlink: what a program leaves
+// behind in the kernel, whatever its own bookkeeping says.
+func resources(t *testing.T) map[string]int {
+	t.Helper()
+	out, err := exec.Command("rdma", "-j", "res", "show").Output()
+	if err != nil {
+		t.Fatalf("rdma res show: %v", err)
+	}
+	var devs []map[string]any
+	if err := json.Unmarshal(out, &devs); err != nil {
+		t.Fatalf("rdma res show: %v: %s", err, out)
+	}
+	for _, d := range devs {
+		if d["ifname"] == vmenv.RXE0 {
+			m := map[string]int{}
+			for _, k := range []string{"pd", "cq", "qp", "mr", "srq", "ctx"} {
+				if v, ok := d[k].(float64); ok {
+					m[k] = int(v)
+				}
+			}
+			return m
+		}
+	}
+	t.Fatalf("rdma res show has no %s: %s", vmenv.RXE0, out)
+	return nil
+}
+
+func requireVM(t *testing.T) {
+	t.Helper()
+	vmenv.RequireRXE(t)
+	if !vmenv.InVM() {
+		t.Skip("counts kernel objects with iproute2's rdma tool: test VM only")
+	}
+}
+
+// TestBadInputLeavesNothing: every refused create, whether we refuse it or
+// the kernel does, leaves no kernel object behind.
+func TestBadInputLeavesNothing(t *testing.T) {
+	requireVM(t)
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			c := openRXE(t, tr)
+			pd, err := c.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pd.Close()
+			cq, err := c.CreateCQ(8, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cq.Close()
+			attr, err := c.QueryDevice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := openRXE(t, tr)
+			otherCQ, err := other.CreateCQ(4, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer otherCQ.Close()
+			closedCQ, err := c.CreateCQ(4, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closedCQ.Close()
+			buf, err := AllocBuffer(4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer buf.Close()
+			before := resources(t)
+			caps := QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+			for _, tc := range []struct {
+				name string
+				do   func() error
+			}{
+				{"CQ of 0 entries", func() error { _, err := c.CreateCQ(0, nil); return err }},
+				{"CQ of -1 entries", func() error { _, err := c.CreateCQ(-1, nil); return err }},
+				{"CQ beyond max_cqe", func() error { _, err := c.CreateCQ(int(attr.MaxCQE)+1, nil); return err }},
+				{"CQ on a bad vector", func() error { _, err := c.CreateCQ(4, &CQOptions{CompVector: -1}); return err }},
+				{"QP without CQs", func() error { _, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, Cap: caps}); return err }},
+				{"QP with another context's CQ", func() error {
+					_, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: otherCQ, RecvCQ: cq, Cap: caps})
+					return err
+				}},
+				{"QP with a closed CQ", func() error {
+					_, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: closedCQ, RecvCQ: cq, Cap: caps})
+					return err
+				}},
+				{"QP beyond max_qp_wr", func() error {
+					_, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWr: attr.MaxQPWr + 1, MaxSendSGE: 1}})
+					return err
+				}},
+				{"QP beyond max_sge", func() error {
+					_, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWr: 1, MaxSendSGE: attr.MaxSGE + 1}})
+					return err
+				}},
+				{"QP of type 0", func() error { _, err := pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: caps}); return err }},
+				{"SRQ of 0 WRs", func() error { _, err := pd.CreateSRQ(SRQAttr{MaxSGE: 1}); return err }},
+				{"SRQ beyond max_srq_wr", func() error { _, err := pd.CreateSRQ(SRQAttr{MaxWr: attr.MaxSRQWr + 1, MaxSGE: 1}); return err }},
+				{"AH on port 0", func() error { _, err := pd.CreateAH(AHAttr{IsGlobal: true}); return err }},
+				{"AH from a missing GID", func() error {
+					_, err := pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{SGIDIndex: 200, HopLimit: 1}})
+					return err
+				}},
+				{"MR past the buffer", func() error { _, err := pd.RegisterBuffer(buf, 0, 8192, AccessLocalWrite); return err }},
+				{"MR remote write without local write", func() error { _, err := pd.RegisterBuffer(buf, 0, 4096, AccessRemoteWrite); return err }},
+				{"MW of type 0", func() error { _, err := pd.AllocMW(0); return err }},
+				{"nil PD", func() error { var p *PD; _, err := p.AllocMW(MWType1); return err }},
+			} {
+				if err := tc.do(); err == nil {
+					t.Errorf("%s: accepted", tc.name)
+				} else {
+					t.Logf("%s: %v", tc.name, err)
+				}
+			}
+			if diff := cmp.Diff(before, resources(t)); diff != "" {
+				t.Errorf("refused creates left kernel objects (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestKernelRefusals covers verbs whose refusal comes from the kernel.
+func TestKernelRefusals(t *testing.T) {
+	c := openRXE(t, TransportAuto)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := pd.AllocMW(MWType2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("closing a PD with a memory window: %v, want EBUSY", err)
+	}
+	mw.Close()
+	cq, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	attr, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Resize(int(attr.MaxCQE) + 1); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("resize beyond max_cqe: %v, want EINVAL", err)
+	}
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWr: 1, MaxRecvWr: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	if err := qp.DetachMulticast(gidOf("ff0e::9"), 0); err == nil {
+		t.Error("detaching from a group never joined accepted")
+	} else {
+		t.Logf("detach without attach: %v", err)
+	}
+	if err := pd.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("closing a PD with a QP: %v, want EBUSY", err)
+	}
+	qp.Close()
+	if err := pd.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCleanupBackstop drops objects without closing them: the cleanup
+// releases them in the kernel once they are unreachable, and closing the
+// context releases whatever is left.
+func TestCleanupBackstop(t *testing.T) {
+	requireVM(t)
+	before := resources(t)
+	c := openRXE(t, TransportAuto)
+	func() {
+		pd, err := c.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateCQ(4, nil); err != nil {
+			t.Fatal(err)
+		}
+		_ = pd
+	}()
+	for i := 0; i < 50; i++ {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		r := resources(t)
+		if r["pd"] == before["pd"] && r["cq"] == before["cq"] {
+			break
+		}
+	}
+	r := resources(t)
+	if r["pd"] != before["pd"] || r["cq"] != before["cq"] {
+		t.Errorf("forgotten PD and CQ still in the kernel: before %v, now %v", before, r)
+	}
+	// A context closed under live objects takes them all with it.
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Close(); err != nil {
+		t.Errorf("PD Close after its context closed: %v", err)
+	}
+	if err := cq.Close(); err != nil {
+		t.Errorf("CQ Close after its context closed: %v", err)
+	}
+	if diff := cmp.Diff(before, resources(t)); diff != "" {
+		t.Errorf("objects left after the context closed (-before +after):\n%s", diff)
+	}
+}
