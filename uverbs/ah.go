@@ -81,8 +81,9 @@ func (ah *AH) Attr() AHAttr { return ah.attr }
 // Handle returns the kernel's handle of the AH.
 func (ah *AH) Handle() uint32 { return ah.handle }
 
-// Provider returns the provider's half of the AH, for its data path.
-func (ah *AH) Provider() provider.AH { return ah.prov }
+// ProviderAH returns the provider's half of the AH, for its data path.
+// (It makes *AH the value of SendWR.AH.)
+func (ah *AH) ProviderAH() provider.AH { return ah.prov }
 
 // Close destroys the AH. Closing twice is a no-op.
 func (ah *AH) Close() error {

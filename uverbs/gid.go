@@ -11,8 +11,14 @@ import (
 	"github.com/goverbs/goverbs/internal/transport"
 )
 
-// ErrNoGID is returned by QueryGID for an empty GID table slot.
-var ErrNoGID = errors.New("uverbs: GID table entry is empty")
+// ErrNoGID is returned by QueryGID for an empty GID table slot; it also
+// matches unix.ENODATA, the kernel's word for it.
+var ErrNoGID error = noGIDError{}
+
+type noGIDError struct{}
+
+func (noGIDError) Error() string        { return "uverbs: GID table entry is empty" }
+func (noGIDError) Is(target error) bool { return target == unix.ENODATA }
 
 // QueryGID returns entry index of port's GID table. An empty slot gives
 // ErrNoGID. Kernels without the GID ioctl (and TransportWrite) are answered

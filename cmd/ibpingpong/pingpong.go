@@ -319,7 +319,7 @@ func (p *pingpong) connect(remote []dest) error {
 		}
 		p.ah = ah
 		w := &p.sendWRs[0][0]
-		w.AH, w.RemoteQPN, w.RemoteQkey = ah.Provider(), remote[0].QPN, udQkey
+		w.AH, w.RemoteQPN, w.RemoteQkey = ah, remote[0].QPN, udQkey
 	}
 	return nil
 }

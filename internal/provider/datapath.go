@@ -78,11 +78,19 @@ type SendWR struct {
 	// CAS's new value.
 	CompareAdd uint64
 	Swap       uint64
-	// UD: the destination.
-	AH         AH
+	// UD: the destination. The AH value is what the caller holds (uverbs'
+	// *AH), so posting keeps it reachable and its cleanup cannot destroy
+	// it under the program.
+	AH         AHRef
 	RemoteQPN  uint32
 	RemoteQkey uint32
 	Bind       BindMW
+}
+
+// AHRef is an address handle as callers hold it.
+type AHRef interface {
+	// ProviderAH returns the provider's half of the AH.
+	ProviderAH() AH
 }
 
 // RecvWR is a receive work request.

@@ -90,7 +90,10 @@ func (s *sendQueue) check(i int, wr *provider.SendWR) error {
 		if op != provider.WRSend && op != provider.WRSendWithImm {
 			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
 		}
-		a, ok := wr.AH.(*ah)
+		if wr.AH == nil {
+			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
+		}
+		a, ok := wr.AH.ProviderAH().(*ah)
 		if !ok || a == nil || a.resp.AHNum == 0 {
 			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
 		}
@@ -194,7 +197,7 @@ func (s *sendQueue) write(slot []byte, wr *provider.SendWR) {
 		if s.qpType == abi.QPTypeUD {
 			binary.LittleEndian.PutUint32(u[0:], wr.RemoteQPN)
 			binary.LittleEndian.PutUint32(u[4:], wr.RemoteQkey)
-			binary.LittleEndian.PutUint32(u[12:], wr.AH.(*ah).resp.AHNum)
+			binary.LittleEndian.PutUint32(u[12:], wr.AH.ProviderAH().(*ah).resp.AHNum)
 		}
 	case provider.WRBindMW:
 		b := &wr.Bind
