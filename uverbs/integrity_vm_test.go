@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -607,7 +609,7 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 	next := map[string]int{}
 	left := len(exp)
 	var wcs [32]WC
-	deadline := time.Now().Add(120 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for left > 0 {
 		got := 0
 		for _, cq := range cqs {
@@ -648,7 +650,7 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 					missing = append(missing, fmt.Sprintf("%d (%s, %v)", id, e.key, e.wc.Opcode))
 				}
 				slices.Sort(missing)
-				t.Fatalf("round %d: %d completion(s) missing after 120s: %v", n, left, missing)
+				t.Fatalf("round %d: %d completion(s) missing after 30s: %v", n, left, missing)
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
@@ -736,4 +738,257 @@ func TestRandomIntegrity(t *testing.T) {
 		ops = append(ops, fmt.Sprintf("%v %d", o.op, run.stats[o.op]))
 	}
 	t.Logf("%d rounds in %v: %d bytes moved; %v", n, time.Since(start).Round(time.Millisecond), run.bytes, ops)
+}
+
+// aeSide is one end of a pair for the access-error cases: a QP and a
+// buffer with a snapshot of what it must still hold.
+type aeSide struct {
+	qp   *QP
+	buf  *Buffer
+	mr   *MR // full access over the whole buffer
+	want []byte
+}
+
+func aeNewSide(t *testing.T, d *itDev) *aeSide {
+	t.Helper()
+	qp, err := d.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: d.scq, RecvCQ: d.rcq,
+		Cap: QPCap{MaxSendWr: 8, MaxRecvWr: 8, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qp.Close() })
+	buf, err := AllocBuffer(4 * 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := d.pd.RegisterBuffer(buf, 0, buf.Len(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Close(); buf.Close() })
+	b := buf.Bytes()
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+	return &aeSide{qp: qp, buf: buf, mr: mr, want: slices.Clone(b)}
+}
+
+// aePollN waits for n completions on cq.
+func aePollN(t *testing.T, cq *CQ, n int) []WC {
+	t.Helper()
+	var out []WC
+	wcs := make([]WC, 8)
+	for deadline := time.Now().Add(10 * time.Second); len(out) < n; {
+		k, err := cq.Poll(wcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, wcs[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d completions after 10s: %+v", len(out), n, out)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+// TestRemoteAccessErrors: RDMA and atomics the responder must refuse end
+// with the right error completion on the requester, both QPs in ERR, the
+// requests behind flushed, and not one byte changed on either side.
+func TestRemoteAccessErrors(t *testing.T) {
+	vmenv.RequireRXE(t)
+	d := itOpen(t, vmenv.RXE0)
+	otherPD, err := d.c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherPD.Close()
+	const page = 4096
+	for _, tc := range []struct {
+		name string
+		op   WROpcode
+		// mr registers the responder's memory the request names (nil: the
+		// responder's full-access MR) and returns where the request goes.
+		mr   func(t *testing.T, b *aeSide) aeTarget
+		want WCStatus
+		// local, if set, gives the requester's SGE: a local error, after
+		// which only the requester goes to ERR.
+		local func(t *testing.T, a *aeSide) SGE
+		// onKernel overrides want where rxe departs from the spec.
+		onKernel map[string]WCStatus
+	}{
+		{"write without REMOTE_WRITE", WRRDMAWrite, aeMR(AccessLocalWrite|AccessRemoteRead|AccessRemoteAtomic, page, page, 64), WCRemAccessErr, nil, nil},
+		{"write with imm without REMOTE_WRITE", WRRDMAWriteWithImm, aeMR(AccessLocalWrite|AccessRemoteRead, page, page, 64), WCRemAccessErr, nil, nil},
+		{"read without REMOTE_READ", WRRDMARead, aeMR(AccessLocalWrite|AccessRemoteWrite|AccessRemoteAtomic, page, page, 64), WCRemAccessErr, nil, nil},
+		{"CAS without REMOTE_ATOMIC", WRAtomicCmpAndSwp, aeMR(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, page, page, 64), WCRemAccessErr, nil, nil},
+		{"FAA without REMOTE_ATOMIC", WRAtomicFetchAndAdd, aeMR(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, page, page, 64), WCRemAccessErr, nil, nil},
+		{"write with a stale rkey after dereg", WRRDMAWrite, aeStale, WCRemAccessErr, nil, nil},
+		{"read with a stale rkey after dereg", WRRDMARead, aeStale, WCRemAccessErr, nil, nil},
+		{"FAA with a stale rkey after dereg", WRAtomicFetchAndAdd, aeStale, WCRemAccessErr, nil, nil},
+		{"write past the MR's end", WRRDMAWrite, aeMR(AccessLocalWrite|AccessRemoteWrite, page, page, page-8), WCRemAccessErr, nil, nil},
+		{"multi-packet write running past the end", WRRDMAWrite, aeMR(AccessLocalWrite|AccessRemoteWrite, page, page, page-2048), WCRemAccessErr, nil, nil},
+		{"write before the MR's start", WRRDMAWrite, aeMR(AccessLocalWrite|AccessRemoteWrite, page, page, -8), WCRemAccessErr, nil, nil},
+		{"read past the MR's end", WRRDMARead, aeMR(AccessLocalWrite|AccessRemoteRead, page, page, page-4), WCRemAccessErr, nil, nil},
+		{"atomic at the MR's end", WRAtomicFetchAndAdd, aeMR(AccessLocalWrite|AccessRemoteAtomic, page, page, page), WCRemAccessErr, nil, nil},
+		{"rkey of an MR in another PD", WRRDMAWrite, func(t *testing.T, b *aeSide) aeTarget {
+			mr, err := otherPD.RegisterBuffer(b.buf, page, page, AccessLocalWrite|AccessRemoteWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mr.Close() })
+			return aeTarget{mr.Addr(), mr.Rkey()}
+		}, WCRemAccessErr, nil, nil},
+		// The spec says local protection error. rxe's copy_data fails the
+		// lkey lookup with EINVAL, which its requester turns into a local QP
+		// operation error (6.1); on 6.12 the requester then calls
+		// rxe_qp_error and the completer's flush_send_queue completes the
+		// failed WQE itself with WR_FLUSH_ERR (flush_send_wqe ignores
+		// wqe->status), so the cause is lost. Both are the kernel's doing:
+		// the CQE is copied as the kernel wrote it.
+		{"send from a bad lkey", WRSend, aeMR(AccessLocalWrite, 0, page, 0), provider.WCLocProtErr, func(t *testing.T, a *aeSide) SGE {
+			return SGE{Addr: a.mr.Addr(), Length: 16, Lkey: a.mr.Lkey() ^ 0x80}
+		}, map[string]WCStatus{"6.1": provider.WCLocQPOpErr, "6.12": WCWRFlushErr}},
+		{"read into an MR without LOCAL_WRITE", WRRDMARead, aeMR(AccessLocalWrite|AccessRemoteRead, page, page, 0), provider.WCLocProtErr,
+			func(t *testing.T, a *aeSide) SGE {
+				mr, err := a.qp.pd.RegisterBuffer(a.buf, 2*page, page, AccessRemoteRead)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { mr.Close() })
+				return SGE{Addr: mr.Addr(), Length: 16, Lkey: mr.Lkey()}
+			}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := aeNewSide(t, d), aeNewSide(t, d)
+			for _, x := range [][2]*aeSide{{a, b}, {b, a}} {
+				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Timeout: 18,
+					Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
+					Remote: Endpoint{QPN: x[1].qp.QPN(), GID: d.gid.GID}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tg := tc.mr(t, b)
+			// A receive on each side: the responder's is flushed when it
+			// goes to ERR (and consumed by WRITE_WITH_IMM if that got through).
+			for _, s := range []*aeSide{a, b} {
+				if err := s.qp.PostRecv([]RecvWR{{ID: 900, SGL: []SGE{{Addr: s.mr.Addr() + 3*page, Length: 64, Lkey: s.mr.Lkey()}}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			length := uint32(16)
+			if strings.HasPrefix(tc.name, "multi-packet") {
+				length = 3000 // three 1024-byte packets, the first ones inside the MR
+			}
+			if tc.op == WRAtomicCmpAndSwp || tc.op == WRAtomicFetchAndAdd {
+				length = 8
+			}
+			sge := SGE{Addr: a.mr.Addr() + 2*page, Length: length, Lkey: a.mr.Lkey()}
+			if tc.local != nil {
+				sge = tc.local(t, a)
+			}
+			wr := SendWR{ID: 1, Opcode: tc.op, Flags: SendSignaled, Imm: 5, RemoteAddr: tg.addr, Rkey: tg.rkey,
+				SGL: []SGE{sge}, CompareAdd: 0x0f0e0d0c0b0a0908, Swap: 1}
+			// The second request would succeed on its own; it is flushed.
+			next := SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: b.mr.Addr(), Rkey: b.mr.Rkey(),
+				SGL: []SGE{{Addr: a.mr.Addr(), Length: 8, Lkey: a.mr.Lkey()}}}
+			if err := a.qp.PostSend([]SendWR{wr, next}); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if k, ok := tc.onKernel[vmenv.KernelName()]; ok {
+				want = k
+			}
+			got := aePollN(t, d.scq, 2)
+			if got[0].ID != 1 || got[0].Status != want || got[0].QPNum != a.qp.QPN() {
+				t.Errorf("first completion %+v (%v), want wr 1 with %v", got[0], got[0].Status, want)
+			}
+			if got[1].ID != 2 || got[1].Status != WCWRFlushErr {
+				t.Errorf("second completion %+v (%v), want wr 2 flushed", got[1], got[1].Status)
+			}
+			t.Logf("requester: %v (vendor_err %d)", got[0].Status, got[0].VendorErr)
+			// The receives: both QPs are in ERR, so both are flushed.
+			// WRITE_WITH_IMM consumes the responder's receive, which then
+			// carries the error itself (IB class C: the responder reports it).
+			flushed := 2
+			if tc.local != nil {
+				flushed = 1 // the responder never saw the request
+			}
+			for _, wc := range aePollN(t, d.rcq, flushed) {
+				want := WCWRFlushErr
+				if tc.op == WRRDMAWriteWithImm && wc.QPNum == b.qp.QPN() {
+					want = tc.want
+				}
+				if wc.ID != 900 || wc.Status != want || (tc.local != nil && wc.QPNum != a.qp.QPN()) {
+					t.Errorf("receive completion %+v (%v), want wr 900 with %v", wc, wc.Status, want)
+				}
+			}
+			for name, s := range map[string]*aeSide{"requester": a, "responder": b} {
+				qa, err := s.qp.Query()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := QPStateErr
+				if tc.local != nil && s == b {
+					want = QPStateRTS
+				}
+				if qa.State != want {
+					t.Errorf("%s QP in %v, want %v", name, qa.State, want)
+				}
+				if !bytes.Equal(s.buf.Bytes(), s.want) {
+					i := 0
+					for s.buf.Bytes()[i] == s.want[i] {
+						i++
+					}
+					t.Errorf("%s memory changed at offset %d", name, i)
+				}
+			}
+			// Posting on a QP in ERR is allowed and flushes.
+			if err := a.qp.PostSend([]SendWR{{ID: 3, Opcode: WRSend, Flags: SendSignaled}}); err != nil {
+				t.Errorf("post_send in ERR: %v", err)
+			} else if wc := aePollN(t, d.scq, 1)[0]; wc.ID != 3 || wc.Status != WCWRFlushErr {
+				t.Errorf("send posted in ERR: %+v (%v), want flushed", wc, wc.Status)
+			}
+			var rest [4]WC
+			time.Sleep(20 * time.Millisecond)
+			for _, cq := range []*CQ{d.scq, d.rcq} {
+				if k, _ := cq.Poll(rest[:]); k != 0 {
+					t.Errorf("extra completions %+v", rest[:k])
+				}
+			}
+		})
+	}
+}
+
+// aeTarget is where a request in the access-error cases points.
+type aeTarget struct {
+	addr uint64
+	rkey uint32
+}
+
+// aeMR registers length bytes at off of the responder's buffer with access
+// and aims the request at the MR's start plus at.
+func aeMR(access Access, off, length int, at int64) func(*testing.T, *aeSide) aeTarget {
+	return func(t *testing.T, b *aeSide) aeTarget {
+		mr, err := b.qp.pd.RegisterBuffer(b.buf, off, length, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mr.Close() })
+		return aeTarget{uint64(int64(mr.Addr()) + at), mr.Rkey()}
+	}
+}
+
+// aeStale registers an MR, deregisters it and returns its old rkey.
+func aeStale(t *testing.T, b *aeSide) aeTarget {
+	mr, err := b.qp.pd.RegisterBuffer(b.buf, 4096, 4096, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := aeTarget{mr.Addr(), mr.Rkey()}
+	if err := mr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }
