@@ -34,8 +34,9 @@ var ErrNotSupported = transport.ErrNotSupported
 // write or invoke_write) and the errno. errors.Is(err, unix.EINVAL) works.
 type Error = transport.Error
 
-// ErrClosed is returned by methods of a closed object.
-var ErrClosed = errors.New("uverbs: use of closed object")
+// ErrClosed is returned by methods of a closed object, or of an object
+// whose context was closed.
+var ErrClosed = provider.ErrClosed
 
 // Transport selects how commands reach the kernel.
 type Transport = transport.Mode
@@ -258,7 +259,11 @@ func (c *Context) Transport() Transport { return c.conn.Mode() }
 // channels) a CQ can be bound to.
 func (c *Context) NumCompVectors() int { return c.numCV }
 
-// Close releases the context. It is idempotent; calls after the first
+// Close releases the context. Objects still open in it (PDs, MRs, CQs,
+// QPs...) go with it: the kernel destroys them when the device file closes,
+// their methods return ErrClosed from then on, and their Close only
+// releases what the process holds (mappings, pins). Buffers are the
+// caller's and stay mapped. Close is idempotent; calls after the first
 // return the first call's result.
 func (c *Context) Close() error {
 	c.closeOnce.Do(func() {

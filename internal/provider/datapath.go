@@ -199,6 +199,8 @@ var (
 	ErrInlineTooLarge = errors.New("inline data larger than the queue allows")
 	// ErrBadWR: a work request the QP type or opcode does not allow.
 	ErrBadWR = errors.New("invalid work request")
+	// ErrClosed: the object (or its context) was closed.
+	ErrClosed = errors.New("uverbs: use of closed object")
 )
 
 // PostError says which work request of a list failed; none of the list

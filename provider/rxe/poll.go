@@ -24,7 +24,10 @@ func (c *cq) Poll(wcs []provider.WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.q
-	if q == nil || len(wcs) == 0 {
+	if q == nil {
+		return 0, provider.ErrClosed
+	}
+	if len(wcs) == 0 {
 		return 0, nil
 	}
 	// Both indices are masked: a corrupt header cannot send us outside

@@ -37,6 +37,9 @@ type doorbell struct {
 
 const doorbellWQESize = 128
 
+// detached is the lifetime of queues made outside a context (tests).
+var detached lifetime
+
 func (d *doorbell) init(handle uint32) {
 	binary.LittleEndian.PutUint32(d.cmd[0:], abi.CmdPostSend)
 	binary.LittleEndian.PutUint16(d.cmd[4:], uint16(len(d.cmd)/4))
@@ -46,9 +49,19 @@ func (d *doorbell) init(handle uint32) {
 	binary.LittleEndian.PutUint32(d.cmd[28:], doorbellWQESize)
 }
 
-// ring makes the one system call of a post.
-func (d *doorbell) ring(fd int) error {
+// ring makes the one system call of a post, unless the context closed
+// the fd.
+func (d *doorbell) ring(fd int, life *lifetime) error {
+	if life == nil { // a queue outside any context: the package's tests
+		life = &detached
+	}
+	life.mu.RLock()
+	if life.closed {
+		life.mu.RUnlock()
+		return provider.ErrClosed
+	}
 	_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&d.cmd)), uintptr(len(d.cmd)))
+	life.mu.RUnlock()
 	runtime.KeepAlive(d)
 	if errno != 0 {
 		return &transport.Error{Verb: "post_send doorbell", Transport: "write", Errno: errno}
@@ -61,6 +74,7 @@ type sendQueue struct {
 	mu        sync.Mutex
 	q         *queue
 	fd        int
+	life      *lifetime
 	qpType    provider.QPType
 	maxSGE    int
 	maxInline int
@@ -139,7 +153,7 @@ func (s *sendQueue) PostSend(wrs []provider.SendWR) error {
 	q := s.q
 	if q == nil {
 		s.mu.Unlock()
-		return transport.NotSupported("rxe: the QP has no send queue")
+		return provider.ErrClosed
 	}
 	for i := range wrs {
 		if err := s.check(i, &wrs[i]); err != nil {
@@ -158,7 +172,7 @@ func (s *sendQueue) PostSend(wrs []provider.SendWR) error {
 	}
 	atomic.StoreUint32(&q.hdr.ProducerIndex, prod)
 	s.mu.Unlock()
-	return s.db.ring(s.fd)
+	return s.db.ring(s.fd, s.life)
 }
 
 // slot returns slot i, which the queue header guarantees is inside the
@@ -243,6 +257,7 @@ type recvQueue struct {
 	mu     sync.Mutex
 	q      *queue
 	maxSGE int
+	srq    bool // the QP has no receive queue of its own
 }
 
 // PostRecv implements provider.Receiver.
@@ -254,7 +269,10 @@ func (r *recvQueue) PostRecv(wrs []provider.RecvWR) error {
 	defer r.mu.Unlock()
 	q := r.q
 	if q == nil {
-		return transport.NotSupported("rxe: the QP receives from an SRQ")
+		if r.srq {
+			return transport.NotSupported("rxe: the QP receives from an SRQ")
+		}
+		return provider.ErrClosed
 	}
 	for i := range wrs {
 		if len(wrs[i].SGL) > r.maxSGE {

@@ -11,13 +11,15 @@ import (
 // NewQP implements provider.QPContext. The kernel rejects driver input on
 // rxe's CREATE_QP, so the request is empty; the answer says where the send
 // and receive queues are.
-func (*context) NewQP(init provider.QPInit) (provider.QP, error) {
+func (c *context) NewQP(init provider.QPInit) (provider.QP, error) {
 	switch init.Type {
 	case abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeUD:
 	default:
 		return nil, transport.NotSupported("rxe: QP type %d", init.Type)
 	}
-	return &qp{}, nil
+	q := &qp{}
+	q.sendQueue.life = c.life
+	return q, nil
 }
 
 // qp is rxe's queue pair: kernel send and receive rings mapped into the
@@ -47,6 +49,7 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 	q.sendQueue.maxSGE = min(int(caps.MaxSendSGE), room/sgeSize)
 	q.sendQueue.maxInline = min(int(caps.MaxInlineData), room)
 	q.sendQueue.db.init(handle)
+	q.recvQueue.srq = caps.HasSRQ
 	if !caps.HasSRQ && q.resp.RQMI.Size != 0 {
 		rq, err := mapQueue(conn.FD(), q.resp.RQMI, recvWQESize)
 		if err != nil {

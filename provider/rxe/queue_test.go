@@ -248,8 +248,8 @@ func TestPollConvertsKernelCompletions(t *testing.T) {
 
 func TestPollAfterDestroy(t *testing.T) {
 	c := &cq{}
-	if n, err := c.Poll(make([]provider.WC, 4)); n != 0 || err != nil {
-		t.Errorf("Poll of an unmapped CQ = %d, %v", n, err)
+	if n, err := c.Poll(make([]provider.WC, 4)); n != 0 || !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll of an unmapped CQ = %d, %v; want 0, ErrClosed", n, err)
 	}
 }
 

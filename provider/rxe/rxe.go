@@ -8,6 +8,7 @@ package rxe
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
@@ -23,15 +24,34 @@ func (rxeProvider) DriverID() abi.DriverID      { return abi.DriverRXE }
 func (rxeProvider) ABIVersions() (int, int)     { return 1, 2 }
 func (rxeProvider) MatchName(ibdev string) bool { return strings.HasPrefix(ibdev, "rxe") }
 
-func (rxeProvider) NewContext(provider.Device) (provider.Context, error) { return &context{}, nil }
+func (rxeProvider) NewContext(provider.Device) (provider.Context, error) {
+	return &context{life: new(lifetime)}, nil
+}
 
 // context is rxe's per-context state. rxe's GET_CONTEXT carries no driver
 // data in either direction.
-type context struct{}
+type context struct {
+	life *lifetime
+}
+
+// lifetime guards the uverbs fd against use after the context closed it:
+// a doorbell on a closed (and perhaps reused) fd number would write into
+// somebody else's file.
+type lifetime struct {
+	mu     sync.RWMutex
+	closed bool
+}
 
 func (*context) GetContextData() (in, out []byte) { return nil, nil }
 func (*context) Started(*transport.Conn) error    { return nil }
-func (*context) Close() error                     { return nil }
+
+// Close runs before the uverbs fd closes: from here on no doorbell rings.
+func (c *context) Close() error {
+	c.life.mu.Lock()
+	c.life.closed = true
+	c.life.mu.Unlock()
+	return nil
+}
 
 // FirmwareVersion formats fw_ver as librxe does: 16-bit major.minor.sub.
 func (*context) FirmwareVersion(raw uint64) string {
