@@ -292,3 +292,37 @@ func TestCompletionEvent(t *testing.T) {
 		t.Errorf("%d completions after the event, want 2", n)
 	}
 }
+
+// TestPostAfterClose: a closed QP, CQ or context refuses the data path
+// with ErrClosed; nothing is written to the queue or to the (maybe reused)
+// fd number.
+func TestPostAfterClose(t *testing.T) {
+	p := newRCPair(t, TransportAuto, QPTypeRC)
+	sge := SGE{Addr: p.mrA.Addr(), Length: 8, Lkey: p.mrA.Lkey()}
+	if err := p.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostSend([]SendWR{{Opcode: WRSend, SGL: []SGE{sge}}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("post_send on a closed QP: %v, want ErrClosed", err)
+	}
+	if err := p.a.PostRecv([]RecvWR{{SGL: []SGE{sge}}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("post_recv on a closed QP: %v, want ErrClosed", err)
+	}
+	// Closing the context under a live QP and CQ.
+	if err := p.f.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.b.PostSend([]SendWR{{Opcode: WRSend, SGL: []SGE{sge}}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("post_send after the context closed: %v, want ErrClosed", err)
+	}
+	var wc [1]WC
+	if _, err := p.f.cq.Poll(wc[:]); err != nil && !errors.Is(err, ErrClosed) {
+		t.Errorf("poll after the context closed: %v", err)
+	}
+	if err := p.f.cq.Close(); err != nil {
+		t.Errorf("CQ Close after the context closed: %v", err)
+	}
+	if _, err := p.f.cq.Poll(wc[:]); !errors.Is(err, ErrClosed) {
+		t.Errorf("poll on a closed CQ: %v, want ErrClosed", err)
+	}
+}

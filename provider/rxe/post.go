@@ -49,19 +49,10 @@ func (d *doorbell) init(handle uint32) {
 	binary.LittleEndian.PutUint32(d.cmd[28:], doorbellWQESize)
 }
 
-// ring makes the one system call of a post, unless the context closed
-// the fd.
-func (d *doorbell) ring(fd int, life *lifetime) error {
-	if life == nil { // a queue outside any context: the package's tests
-		life = &detached
-	}
-	life.mu.RLock()
-	if life.closed {
-		life.mu.RUnlock()
-		return provider.ErrClosed
-	}
+// ring makes the one system call of a post. The caller holds the
+// context's lifetime lock, so the fd is still the uverbs file.
+func (d *doorbell) ring(fd int) error {
 	_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&d.cmd)), uintptr(len(d.cmd)))
-	life.mu.RUnlock()
 	runtime.KeepAlive(d)
 	if errno != 0 {
 		return &transport.Error{Verb: "post_send doorbell", Transport: "write", Errno: errno}
@@ -149,6 +140,17 @@ func (s *sendQueue) PostSend(wrs []provider.SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
+	life := s.life
+	if life == nil { // a queue outside any context: the package's tests
+		life = &detached
+	}
+	// Held to the end: the context cannot close the fd under the doorbell,
+	// and after it closed nothing is written at all.
+	life.mu.RLock()
+	defer life.mu.RUnlock()
+	if life.closed {
+		return provider.ErrClosed
+	}
 	s.mu.Lock()
 	q := s.q
 	if q == nil {
@@ -172,7 +174,7 @@ func (s *sendQueue) PostSend(wrs []provider.SendWR) error {
 	}
 	atomic.StoreUint32(&q.hdr.ProducerIndex, prod)
 	s.mu.Unlock()
-	return s.db.ring(s.fd, s.life)
+	return s.db.ring(s.fd)
 }
 
 // slot returns slot i, which the queue header guarantees is inside the
