@@ -1,0 +1,57 @@
+package uverbs_test
+
+import (
+	"io"
+	"os"
+	"testing"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+)
+
+// TestExamplesVM runs the godoc examples on the VM's device and checks
+// what they print (they have no Output comment, since they need a device).
+func TestExamplesVM(t *testing.T) {
+	vmenv.RequireRXE(t)
+	for _, tc := range []struct {
+		name string
+		run  func()
+		want string
+	}{
+		{"send", ExampleQP_PostSend_send, "ping\n"},
+		{"rdma", ExampleQP_PostSend_rdma, "remote\n"},
+		{"atomics", ExampleQP_PostSend_atomics, "40 42 7\n"},
+		{"ud", ExamplePD_CreateAH, "datagram\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stdoutOf(t, tc.run); got != tc.want {
+				t.Errorf("printed %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, run := range []func(){ExampleOpen, ExampleContext_RecommendedGID, ExamplePD_RegisterBuffer, ExampleCompChannel_Wait} {
+		stdoutOf(t, run)
+	}
+}
+
+func stdoutOf(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stdout = old }()
+		f()
+	}()
+	w.Close()
+	out := <-done
+	r.Close()
+	return out
+}
