@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/cli"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -607,7 +608,7 @@ func formatGIDLine(g uverbs.GID, index, typ int, ll uverbs.LinkLayer) string {
 			index, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
 			g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15], suffix)
 	case gidTypeV2:
-		return fmt.Sprintf("\t\t\tGID[%3d]:\t\t%s%s\n", index, inetNtop6(g), suffix)
+		return fmt.Sprintf("\t\t\tGID[%3d]:\t\t%s%s\n", index, cli.InetNtop6(g), suffix)
 	}
 	return ""
 }

@@ -107,21 +107,3 @@ func FuzzRun(f *testing.F) {
 		}
 	})
 }
-
-// FuzzGetopt checks the option parser on arbitrary argument vectors: no
-// panic, and every event is an option of the table or an error.
-func FuzzGetopt(f *testing.F) {
-	f.Add("-d\x00rxe0\x00-vl")
-	f.Add("--ib=\x00--\x00-json")
-	f.Fuzz(func(t *testing.T, argv string) {
-		args := append([]string{"ibinfo"}, strings.Split(argv, "\x00")...)
-		for _, ev := range getoptLong(args, ibvDevinfoSpec) {
-			if ev.opt == 0 && ev.errMsg == "" {
-				t.Fatalf("%q: event with neither option nor error", args)
-			}
-			if ev.opt != 0 && !strings.ContainsRune("dilvhj", rune(ev.opt)) {
-				t.Fatalf("%q: unknown option %q", args, ev.opt)
-			}
-		}
-	})
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/goverbs/goverbs/internal/cli"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -597,7 +598,7 @@ func fillOpenDeviceJSON(jd *jsonDevice, stderr io.Writer, dev device, h hca, ibP
 func gidJSON(e uverbs.GIDEntry, pi portInfo) jsonGID {
 	g := jsonGID{
 		Index:       e.Index,
-		GID:         inetNtop6(e.GID),
+		GID:         cli.InetNtop6(e.GID),
 		Type:        gidTypeName(e.Type),
 		NetdevIndex: e.NetdevIfindex,
 	}

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/goverbs/goverbs/internal/cli"
 )
 
 // environment is what run needs from the world outside its arguments.
@@ -37,17 +39,17 @@ func main() {
 // ibvDevinfoSpec is ibv_devinfo's option table, getopt_long("d:i:lv"),
 // with ibinfo's additions (-h, --help, --json, -json): each was an error
 // in ibv_devinfo, so no valid ibv_devinfo command line changes meaning.
-var ibvDevinfoSpec = optSpec{
-	short: "d:i:lvh",
-	long: []longOption{
-		{"ib-dev", requiredArgument, 'd'},
-		{"ib-port", requiredArgument, 'i'},
-		{"list", noArgument, 'l'},
-		{"verbose", noArgument, 'v'},
-		{"help", noArgument, 'h'},
-		{"json", noArgument, 'j'},
+var ibvDevinfoSpec = cli.Spec{
+	Short: "d:i:lvh",
+	Long: []cli.LongOption{
+		{Name: "ib-dev", Arg: cli.RequiredArgument, Val: 'd'},
+		{Name: "ib-port", Arg: cli.RequiredArgument, Val: 'i'},
+		{Name: "list", Arg: cli.NoArgument, Val: 'l'},
+		{Name: "verbose", Arg: cli.NoArgument, Val: 'v'},
+		{Name: "help", Arg: cli.NoArgument, Val: 'h'},
+		{Name: "json", Arg: cli.NoArgument, Val: 'j'},
 	},
-	singleDash: []string{"json"},
+	SingleDash: []string{"json"},
 }
 
 // options are the parsed command line.
@@ -75,10 +77,11 @@ func run(args []string, stdout, stderr io.Writer, env environment) int {
 	if len(args) == 0 {
 		args = []string{"ibinfo"}
 	}
-	events := getoptLong(args, ibvDevinfoSpec)
+	// Operands are ignored, as ibv_devinfo ignores them.
+	events, _ := cli.GetoptLong(args, ibvDevinfoSpec)
 	jsonMode := false
 	for _, ev := range events {
-		if ev.opt == 'j' {
+		if ev.Opt == 'j' {
 			jsonMode = true
 		}
 	}
@@ -89,17 +92,17 @@ func run(args []string, stdout, stderr io.Writer, env environment) int {
 	// once, before later options are parsed. JSON mode reads every option
 	// first, so -l may come before --json.
 	for _, ev := range events {
-		switch ev.opt {
+		switch ev.Opt {
 		case 0:
-			fmt.Fprintln(stderr, ev.errMsg)
+			fmt.Fprintln(stderr, getoptMessage(args[0], ev.Err))
 			usage(out, args[0])
 			return exitFail
 		case 'd':
-			o.devName, o.devSet = ev.arg, true
+			o.devName, o.devSet = ev.Arg, true
 		case 'i':
 			// strtol(optarg, NULL, 0) into an int, then passed on as a
 			// uint8: "-i 256" means every port, as in ibv_devinfo.
-			p := int32(strtol(ev.arg))
+			p := int32(cli.Strtol(ev.Arg))
 			if p <= 0 {
 				usage(out, args[0])
 				return exitUsage
@@ -123,6 +126,12 @@ func run(args []string, stdout, stderr io.Writer, env environment) int {
 		return runJSON(out, stderr, env.sys, o)
 	}
 	return runDevinfo(out, stderr, env.sys, o)
+}
+
+// getoptMessage is what glibc's getopt prints on stderr for err: the
+// message after the program name.
+func getoptMessage(prog string, err error) string {
+	return prog + ": " + err.Error()
 }
 
 func usage(w io.Writer, prog string) {
