@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/cli"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -71,29 +72,29 @@ func defaults(k kind) config {
 // spec is the union of the four examples' options. -t picks the example;
 // in ibv_rc_pingpong it meant --ts (completion timestamps), which rxe
 // cannot give, so --ts stays a long option only.
-var spec = optSpec{
-	short: "t:p:d:i:s:m:r:n:l:eg:cq:oOPjNh",
-	long: []longOption{
-		{"transport", requiredArgument, 't'},
-		{"port", requiredArgument, 'p'},
-		{"ib-dev", requiredArgument, 'd'},
-		{"ib-port", requiredArgument, 'i'},
-		{"size", requiredArgument, 's'},
-		{"mtu", requiredArgument, 'm'},
-		{"rx-depth", requiredArgument, 'r'},
-		{"iters", requiredArgument, 'n'},
-		{"sl", requiredArgument, 'l'},
-		{"events", noArgument, 'e'},
-		{"gid-idx", requiredArgument, 'g'},
-		{"chk", noArgument, 'c'},
-		{"num-qp", requiredArgument, 'q'},
-		{"odp", noArgument, 'o'},
-		{"iodp", noArgument, 'O'},
-		{"prefetch", noArgument, 'P'},
-		{"ts", noArgument, 'T'},
-		{"dm", noArgument, 'j'},
-		{"new_send", noArgument, 'N'},
-		{"help", noArgument, 'h'},
+var spec = cli.Spec{
+	Short: "t:p:d:i:s:m:r:n:l:eg:cq:oOPjNh",
+	Long: []cli.LongOption{
+		{Name: "transport", Arg: cli.RequiredArgument, Val: 't'},
+		{Name: "port", Arg: cli.RequiredArgument, Val: 'p'},
+		{Name: "ib-dev", Arg: cli.RequiredArgument, Val: 'd'},
+		{Name: "ib-port", Arg: cli.RequiredArgument, Val: 'i'},
+		{Name: "size", Arg: cli.RequiredArgument, Val: 's'},
+		{Name: "mtu", Arg: cli.RequiredArgument, Val: 'm'},
+		{Name: "rx-depth", Arg: cli.RequiredArgument, Val: 'r'},
+		{Name: "iters", Arg: cli.RequiredArgument, Val: 'n'},
+		{Name: "sl", Arg: cli.RequiredArgument, Val: 'l'},
+		{Name: "events", Arg: cli.NoArgument, Val: 'e'},
+		{Name: "gid-idx", Arg: cli.RequiredArgument, Val: 'g'},
+		{Name: "chk", Arg: cli.NoArgument, Val: 'c'},
+		{Name: "num-qp", Arg: cli.RequiredArgument, Val: 'q'},
+		{Name: "odp", Arg: cli.NoArgument, Val: 'o'},
+		{Name: "iodp", Arg: cli.NoArgument, Val: 'O'},
+		{Name: "prefetch", Arg: cli.NoArgument, Val: 'P'},
+		{Name: "ts", Arg: cli.NoArgument, Val: 'T'},
+		{Name: "dm", Arg: cli.NoArgument, Val: 'j'},
+		{Name: "new_send", Arg: cli.NoArgument, Val: 'N'},
+		{Name: "help", Arg: cli.NoArgument, Val: 'h'},
 	},
 }
 
@@ -105,7 +106,7 @@ var ErrUsage = errors.New("usage")
 type UsageError struct {
 	Option string // the option as spelled, "" when not about one option
 	Msg    string
-	Err    error // the cause, e.g. a *NumberError; then Msg is empty
+	Err    error // the cause, a *cli.NumberError or *cli.OptionError; then Msg is empty
 }
 
 func (e *UsageError) Error() string {
@@ -179,47 +180,48 @@ func parseArgs(args []string) (config, error) {
 	} else {
 		args = []string{prog}
 	}
-	events, operands := getoptLong(args, spec)
+	events, operands := cli.GetoptLong(args, spec)
 	k := kindFromProg(prog)
 	for _, ev := range events {
-		if ev.opt == 't' {
+		if ev.Opt == 't' {
 			var ok bool
-			if k, ok = parseKind(ev.arg); !ok {
-				return config{prog: prog, kind: k}, &UsageError{Option: ev.name, Msg: fmt.Sprintf("%q is not one of rc, uc, ud, srq", ev.arg)}
+			if k, ok = parseKind(ev.Arg); !ok {
+				return config{prog: prog, kind: k}, &UsageError{Option: ev.Name, Msg: fmt.Sprintf("%q is not one of rc, uc, ud, srq", ev.Arg)}
 			}
 		}
 	}
 	c := defaults(k)
 	c.prog = prog
 	for _, ev := range events {
-		if ev.errMsg != "" {
-			return c, &UsageError{Msg: ev.errMsg}
+		if ev.Err != nil {
+			// glibc's message names the option itself.
+			return c, &UsageError{Err: ev.Err}
 		}
-		if ev.opt == 'h' {
+		if ev.Opt == 'h' {
 			return c, errHelp
 		}
-		if ev.opt == 't' {
+		if ev.Opt == 't' {
 			continue
 		}
-		if !strings.ContainsRune(validFor[k], rune(ev.opt)) {
-			return c, &UsageError{Option: ev.name, Msg: fmt.Sprintf("not an option of ibv_%s_pingpong", k)}
+		if !strings.ContainsRune(validFor[k], rune(ev.Opt)) {
+			return c, &UsageError{Option: ev.Name, Msg: fmt.Sprintf("not an option of ibv_%s_pingpong", k)}
 		}
-		if why, ok := unsupported[ev.opt]; ok {
-			return c, &UsageError{Option: ev.name, Msg: why}
+		if why, ok := unsupported[ev.Opt]; ok {
+			return c, &UsageError{Option: ev.Name, Msg: why}
 		}
 		num := func(min, max int64) (int, error) {
-			v, err := parseCInt(ev.arg, min, max)
+			v, err := cli.ParseInt(ev.Arg, min, max)
 			if err != nil {
-				return 0, &UsageError{Option: ev.name, Err: err}
+				return 0, &UsageError{Option: ev.Name, Err: err}
 			}
 			return int(v), nil
 		}
 		var err error
-		switch ev.opt {
+		switch ev.Opt {
 		case 'p':
 			c.tcpPort, err = num(0, 65535)
 		case 'd':
-			c.ibDev = ev.arg
+			c.ibDev = ev.Arg
 		case 'i':
 			var v int
 			v, err = num(1, 255)
@@ -231,7 +233,7 @@ func parseArgs(args []string) (config, error) {
 			var v int
 			if v, err = num(256, 4096); err == nil {
 				if c.mtu = mtuEnum(v); c.mtu == 0 {
-					err = &UsageError{Option: ev.name, Msg: fmt.Sprintf("%d is not a path MTU (256, 512, 1024, 2048 or 4096)", v)}
+					err = &UsageError{Option: ev.Name, Msg: fmt.Sprintf("%d is not a path MTU (256, 512, 1024, 2048 or 4096)", v)}
 				}
 			}
 		case 'r':

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/goverbs/goverbs/internal/cli"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -135,8 +136,8 @@ func TestParseArgsBadInput(t *testing.T) {
 			if diff := cmp.Diff(tc.wantErr, err.Error()); diff != "" {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
-			var ne *NumberError
-			if got := errors.Is(err, ErrBadNumber) && errors.As(err, &ne); got != tc.number {
+			var ne *cli.NumberError
+			if got := errors.Is(err, cli.ErrBadNumber) && errors.As(err, &ne); got != tc.number {
 				t.Errorf("bad number: %v, want %v", got, tc.number)
 			}
 		})
@@ -178,43 +179,6 @@ func TestRunUsage(t *testing.T) {
 	runContext(context.Background(), []string{"ibpingpong", "-t", "ud", "-h"}, &stdout, &bytes.Buffer{}, nil)
 	if strings.Contains(stdout.String(), "--mtu") || strings.Contains(stdout.String(), "--num-qp") {
 		t.Errorf("ud usage lists options ud does not have:\n%s", stdout.String())
-	}
-}
-
-func TestParseCInt(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"0", 0}, {"7", 7}, {"+7", 7}, {"-7", -7}, {"010", 8}, {"0x1F", 31}, {"0X1f", 31}, {"-0x10", -16},
-		{"9223372036854775807", 1<<63 - 1}, {"-9223372036854775808", -1 << 63},
-	} {
-		got, err := parseCInt(tc.in, -1<<63, 1<<63-1)
-		if err != nil || got != tc.want {
-			t.Errorf("parseCInt(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, in := range []string{"", "-", "+", "0x", "0x-1", "09", "1e3", "1.5", "12abc", "0b1", "9223372036854775808", "-9223372036854775809", "--1", "\t1"} {
-		if v, err := parseCInt(in, -1<<63, 1<<63-1); !errors.Is(err, ErrBadNumber) {
-			t.Errorf("parseCInt(%q) = %d, %v; want ErrBadNumber", in, v, err)
-		}
-	}
-}
-
-func TestInetNtop6(t *testing.T) {
-	for _, tc := range []struct {
-		in   uverbs.GID
-		want string
-	}{
-		{uverbs.GID{}, "::"},
-		{uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 14: 0, 15: 1}, "::ffff:10.99.0.1"},
-		{uverbs.GID{0: 0xfe, 1: 0x80, 8: 0x02, 10: 0x0a, 11: 0xff, 12: 0xfe, 13: 0x63, 15: 1}, "fe80::200:aff:fe63:1"},
-		{uverbs.GID{15: 1}, "::1"},
-		{uverbs.GID{12: 1, 13: 2, 14: 3, 15: 4}, "::1.2.3.4"},
-	} {
-		if got := inetNtop6(tc.in); got != tc.want {
-			t.Errorf("inetNtop6(%x) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cli"
 	"github.com/goverbs/goverbs/sysfs"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -259,7 +260,7 @@ func (p *pingpong) addresses() error {
 		d := dest{LID: pa.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff, GID: gid}
 		p.local = append(p.local, d)
 		fmt.Fprintf(p.stdout, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n",
-			d.LID, d.QPN, d.PSN, sep, inetNtop6(d.GID))
+			d.LID, d.QPN, d.PSN, sep, cli.InetNtop6(d.GID))
 	}
 	return nil
 }
@@ -483,7 +484,7 @@ func (p *pingpong) run(ctx context.Context) error {
 	}
 	for _, d := range p.remote {
 		fmt.Fprintf(p.stdout, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n",
-			d.LID, d.QPN, d.PSN, inetNtop6(d.GID))
+			d.LID, d.QPN, d.PSN, cli.InetNtop6(d.GID))
 	}
 	if c.server != "" {
 		if err := p.connect(p.remote); err != nil {
