@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,15 +23,10 @@ var (
 		},
 	}
 	ibinfoSpec = Spec{
-		Short: "d:i:lvh",
-		Long: []LongOption{
-			{"ib-dev", RequiredArgument, 'd'},
-			{"ib-port", RequiredArgument, 'i'},
-			{"list", NoArgument, 'l'},
-			{"verbose", NoArgument, 'v'},
-			{"help", NoArgument, 'h'},
-			{"json", NoArgument, 'j'},
-		},
+		Short: devinfoSpec.Short + "h",
+		Long: append(slices.Clip(devinfoSpec.Long),
+			LongOption{Name: "help", Arg: NoArgument, Val: 'h'},
+			LongOption{Name: "json", Arg: NoArgument, Val: 'j'}),
 	}
 )
 

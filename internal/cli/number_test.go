@@ -36,45 +36,38 @@ func TestParseInt(t *testing.T) {
 }
 
 func TestParseIntBadInput(t *testing.T) {
+	const min, max = -1 << 63, 1<<63 - 1
+	check := func(in string, min, max int64, want NumberError, wantMsg string) {
+		t.Helper()
+		v, err := ParseInt(in, min, max)
+		var ne *NumberError
+		if !errors.Is(err, ErrBadNumber) || !errors.As(err, &ne) {
+			t.Errorf("ParseInt(%q) = %d, %v; want a *NumberError", in, v, err)
+			return
+		}
+		if diff := cmp.Diff(want, *ne); diff != "" {
+			t.Errorf("ParseInt(%q) error (-want +got):\n%s", in, diff)
+		}
+		if wantMsg != "" && err.Error() != wantMsg {
+			t.Errorf("ParseInt(%q) says %q, want %q", in, err, wantMsg)
+		}
+	}
+	// Text strtol would read a number from, or 0, and C would go on with.
+	for _, in := range []string{"", "-", "+", "0x", "0x-1", "09", "1e3", "1.5", "12abc", "0b1", "--1", "+-1", "\t1", " 8", "1_000"} {
+		check(in, min, max, NumberError{Text: in, Min: min, Max: max, Syntax: true}, "")
+	}
+	check("12abc", 0, 9, NumberError{Text: "12abc", Max: 9, Syntax: true}, `"12abc" is not a number`)
 	for _, tc := range []struct {
 		in       string
 		min, max int64
-		want     NumberError
 		wantMsg  string
 	}{
-		{"", 0, 9, NumberError{Text: "", Max: 9, Syntax: true}, `"" is not a number`},
-		{"-", 0, 9, NumberError{Text: "-", Max: 9, Syntax: true}, `"-" is not a number`},
-		{"+", 0, 9, NumberError{Text: "+", Max: 9, Syntax: true}, `"+" is not a number`},
-		{"0x", 0, 9, NumberError{Text: "0x", Max: 9, Syntax: true}, `"0x" is not a number`},
-		{"0x-1", 0, 9, NumberError{Text: "0x-1", Max: 9, Syntax: true}, `"0x-1" is not a number`},
-		{"09", 0, 9, NumberError{Text: "09", Max: 9, Syntax: true}, `"09" is not a number`},
-		{"1e3", 0, 9, NumberError{Text: "1e3", Max: 9, Syntax: true}, `"1e3" is not a number`},
-		{"1.5", 0, 9, NumberError{Text: "1.5", Max: 9, Syntax: true}, `"1.5" is not a number`},
-		{"12abc", 0, 9, NumberError{Text: "12abc", Max: 9, Syntax: true}, `"12abc" is not a number`},
-		{"0b1", 0, 9, NumberError{Text: "0b1", Max: 9, Syntax: true}, `"0b1" is not a number`},
-		{"--1", 0, 9, NumberError{Text: "--1", Max: 9, Syntax: true}, `"--1" is not a number`},
-		{"\t1", 0, 9, NumberError{Text: "\t1", Max: 9, Syntax: true}, `"\t1" is not a number`},
-		{"1_000", 0, 9, NumberError{Text: "1_000", Max: 9, Syntax: true}, `"1_000" is not a number`},
-		{"9223372036854775808", -1 << 63, 1<<63 - 1, NumberError{Text: "9223372036854775808", Min: -1 << 63, Max: 1<<63 - 1},
-			`"9223372036854775808" is out of range [-9223372036854775808, 9223372036854775807]`},
-		{"-9223372036854775809", -1 << 63, 1<<63 - 1, NumberError{Text: "-9223372036854775809", Min: -1 << 63, Max: 1<<63 - 1},
-			`"-9223372036854775809" is out of range [-9223372036854775808, 9223372036854775807]`},
-		{"99999999999999999999999", 1, 5, NumberError{Text: "99999999999999999999999", Min: 1, Max: 5},
-			`"99999999999999999999999" is out of range [1, 5]`},
-		{"10", 0, 9, NumberError{Text: "10", Max: 9}, `"10" is out of range [0, 9]`},
-		{"-1", 0, 9, NumberError{Text: "-1", Max: 9}, `"-1" is out of range [0, 9]`},
+		{"9223372036854775808", min, max, `"9223372036854775808" is out of range [-9223372036854775808, 9223372036854775807]`},
+		{"-9223372036854775809", min, max, `"-9223372036854775809" is out of range [-9223372036854775808, 9223372036854775807]`},
+		{"99999999999999999999999", 1, 5, `"99999999999999999999999" is out of range [1, 5]`},
+		{"10", 0, 9, `"10" is out of range [0, 9]`},
+		{"-1", 0, 9, `"-1" is out of range [0, 9]`},
 	} {
-		v, err := ParseInt(tc.in, tc.min, tc.max)
-		var ne *NumberError
-		if !errors.Is(err, ErrBadNumber) || !errors.As(err, &ne) {
-			t.Errorf("ParseInt(%q) = %d, %v; want a *NumberError", tc.in, v, err)
-			continue
-		}
-		if diff := cmp.Diff(tc.want, *ne); diff != "" {
-			t.Errorf("ParseInt(%q) error (-want +got):\n%s", tc.in, diff)
-		}
-		if diff := cmp.Diff(tc.wantMsg, err.Error()); diff != "" {
-			t.Errorf("ParseInt(%q) message (-want +got):\n%s", tc.in, diff)
-		}
+		check(tc.in, tc.min, tc.max, NumberError{Text: tc.in, Min: tc.min, Max: tc.max}, tc.wantMsg)
 	}
 }
