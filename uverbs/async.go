@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"fmt"
+	"weak"
 
 	"github.com/goverbs/goverbs/internal/abi"
 )
@@ -57,8 +58,10 @@ type AsyncEvent struct {
 	Type AsyncEventType
 	// Port is set for port events.
 	Port int
-	// CQ is set for CQ events (nil if the CQ is gone).
+	// CQ is set for CQ events, QP for QP events (nil if the object is
+	// gone).
 	CQ *CQ
+	QP *QP
 	// Element is the kernel's raw element: the object's user handle, or
 	// the port number.
 	Element uint64
@@ -66,7 +69,13 @@ type AsyncEvent struct {
 
 // WaitAsyncEvent returns the next asynchronous event, waiting until one
 // arrives or ctx ends. The goroutine parks on the Go netpoller. One
-// goroutine at a time may wait.
+// goroutine at a time may wait; to select on events, run it in a goroutine
+// that sends them on a channel.
+//
+// There is no acknowledgement: rdma-core needs one so that destroying an
+// object waits until no event still refers to it by address; goverbs
+// refers to objects by numbers it never reuses, so a late event finds
+// the object gone (nil) instead of freed memory.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if err := c.check(); err != nil {
 		return AsyncEvent{}, err
@@ -79,6 +88,11 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	switch ev.Type {
 	case EventCQErr:
 		ev.CQ = c.lookupCQ(desc.Element)
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
+		EventPathMigErr, EventQPLastWQEReached:
+		if v, ok := c.qps.Load(desc.Element); ok {
+			ev.QP = v.(weak.Pointer[QP]).Value()
+		}
 	case EventDeviceFatal:
 	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange, EventClientReregister, EventGIDChange:
 		ev.Port = int(desc.Element)

@@ -89,6 +89,7 @@ type Context struct {
 
 	nextID atomic.Uint64 // user handles of CQs, QPs and SRQs
 	cqs    sync.Map      // user handle -> weak.Pointer[CQ]
+	qps    sync.Map      // user handle -> weak.Pointer[QP], for async events
 
 	closeOnce sync.Once
 	closeErr  error

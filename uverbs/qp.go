@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
@@ -152,9 +153,10 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		pqp.Destroyed()
 		return nil, err
 	}
+	c.qps.Store(qp.id, weak.Make(qp))
 	qp.send, _ = pqp.(provider.Sender)
 	qp.recv, _ = pqp.(provider.Receiver)
-	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, pqp})
+	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, qp.id, pqp})
 	return qp, nil
 }
 
@@ -268,6 +270,7 @@ func (qp *QP) Close() error {
 	}
 	qp.closed = true
 	qp.ref.finish()
+	c.qps.Delete(qp.id)
 	return qp.prov.Destroyed()
 }
 
@@ -298,6 +301,7 @@ type qpCleanup struct {
 	ctx    *Context
 	ref    *cleanupRef
 	handle uint32
+	id     uint64
 	prov   provider.QP
 }
 
@@ -305,6 +309,7 @@ func (a qpCleanup) run() {
 	if !a.ref.finish() {
 		return
 	}
+	a.ctx.qps.Delete(a.id)
 	if !a.ctx.isClosed() {
 		destroyQP(a.ctx, a.handle)
 	}
