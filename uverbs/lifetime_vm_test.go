@@ -147,6 +147,18 @@ func TestKernelRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// rxe has no on-demand paging (before 6.14): the kernel refuses.
+	buf, err := AllocBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	if mr, err := pd.RegisterBuffer(buf, 0, 4096, AccessLocalWrite|AccessOnDemand); err == nil {
+		mr.Close()
+		t.Error("an on-demand-paging MR on rxe accepted")
+	} else {
+		t.Logf("ODP MR: %v", err)
+	}
 	mw, err := pd.AllocMW(MWType2)
 	if err != nil {
 		t.Fatal(err)
