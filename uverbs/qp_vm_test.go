@@ -179,6 +179,10 @@ func TestSRQAndAH(t *testing.T) {
 			if err := ud.AttachMulticast(mgid, 0); err != nil {
 				t.Fatal(err)
 			}
+			// The kernel refuses to destroy a QP still in a multicast group.
+			if err := ud.Close(); !errors.Is(err, unix.EBUSY) {
+				t.Errorf("closing a QP attached to a group: %v, want EBUSY", err)
+			}
 			if err := ud.DetachMulticast(mgid, 0); err != nil {
 				t.Fatal(err)
 			}
