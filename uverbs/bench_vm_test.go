@@ -221,6 +221,9 @@ func (c *benchSyscalls) report(b *testing.B, stretches int) {
 	if rest > 1e-9 {
 		parts = append(parts, fmt.Sprintf("other %.4g", rest))
 	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
 	b.Logf("b.N=%d: syscalls per op by kind: %s", b.N, strings.Join(parts, ", "))
 }
 

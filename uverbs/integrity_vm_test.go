@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -706,6 +708,9 @@ func TestRandomIntegrity(t *testing.T) {
 		q.randomize(run.rng, []itSpan{{0, itArenaSize}})
 	}
 
+	// Traffic between rxe0 and rxe1 must cross the veth pair (loopback
+	// inside one device never reaches a netdev).
+	vethBefore := itNetdevPackets(t, vmenv.NetdevA)
 	start := time.Now()
 	n := 0
 	for ; rounds == 0 || n < rounds; n++ {
@@ -732,6 +737,11 @@ func TestRandomIntegrity(t *testing.T) {
 		if a.State != QPStateRTS {
 			t.Errorf("%s: state %v after the run, want RTS", q.name, a.State)
 		}
+	}
+	if crossed := itNetdevPackets(t, vmenv.NetdevA) - vethBefore; crossed == 0 {
+		t.Errorf("no packet left %s: the rxe0-rxe1 pairs did not cross the veth pair", vmenv.NetdevA)
+	} else {
+		t.Logf("%d packets crossed %s (rxe0 <-> rxe1)", crossed, vmenv.NetdevA)
 	}
 	var ops []string
 	for _, o := range itOpcodes {
@@ -991,4 +1001,22 @@ func aeStale(t *testing.T, b *aeSide) aeTarget {
 		t.Fatal(err)
 	}
 	return tg
+}
+
+// itNetdevPackets returns the packets a netdev sent and received.
+func itNetdevPackets(t *testing.T, dev string) uint64 {
+	t.Helper()
+	var sum uint64
+	for _, f := range []string{"tx_packets", "rx_packets"} {
+		b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
 }
