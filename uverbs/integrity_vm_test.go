@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1019,4 +1020,129 @@ func itNetdevPackets(t *testing.T, dev string) uint64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestCQResizeWhilePolling resizes a CQ again and again while another
+// goroutine polls it and traffic keeps coming: every completion must still
+// be delivered exactly once. (librxe holds the CQ's lock across the resize
+// command and the remapping, so its pollers never see the old ring after
+// the kernel copied it.)
+func TestCQResizeWhilePolling(t *testing.T) {
+	vmenv.RequireRXE(t)
+	d := itOpen(t, vmenv.RXE0)
+	cq, err := d.c.CreateCQ(256, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	mk := func() *QP {
+		qp, err := d.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			Cap: QPCap{MaxSendWr: 64, MaxRecvWr: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qp.Close() })
+		return qp
+	}
+	a, b := mk(), mk()
+	for _, p := range [][2]*QP{{a, b}, {b, a}} {
+		if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := udAlloc(t, d.pd, 4096, AccessLocalWrite)
+	const bursts, per = 150, 16
+	seen := make(map[uint64]int)
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		var wcs [8]WC
+		for {
+			n, err := cq.Poll(wcs[:])
+			if err != nil {
+				t.Errorf("Poll: %v", err)
+				return
+			}
+			mu.Lock()
+			for _, wc := range wcs[:n] {
+				if wc.Status != WCSuccess {
+					t.Errorf("completion %+v (%v)", wc, wc.Status)
+				}
+				seen[wc.ID]++
+			}
+			total := len(seen)
+			mu.Unlock()
+			if n == 0 {
+				select {
+				case <-stop:
+					if total == 2*bursts*per {
+						return
+					}
+				default:
+				}
+				runtime.Gosched()
+			}
+		}
+	}()
+	sizes := []int{300, 1000, 257, 600}
+	resizes := 0
+	for i := 0; i < bursts; i++ {
+		recvs := make([]RecvWR, per)
+		sends := make([]SendWR, per)
+		for j := range recvs {
+			id := uint64(i*per + j)
+			recvs[j] = RecvWR{ID: 1<<32 | id, SGL: []SGE{m.sge(0, 64)}}
+			sends[j] = SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled | SendInline, SGL: []SGE{m.sge(1024, 8)}}
+		}
+		if err := b.PostRecv(recvs); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PostSend(sends); err != nil {
+			t.Fatal(err)
+		}
+		if err := cq.Resize(sizes[i%len(sizes)]); err != nil {
+			t.Fatalf("resize %d: %v", i, err)
+		}
+		resizes++
+		// Let the poller keep up, so the queues never fill.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			mu.Lock()
+			n := len(seen)
+			mu.Unlock()
+			if n >= (i+1)*per*2-4*per || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	close(stop)
+	select {
+	case <-polled:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		t.Errorf("after 30s %d of %d completions seen", len(seen), 2*bursts*per)
+		mu.Unlock()
+		return
+	}
+	time.Sleep(20 * time.Millisecond)
+	var extra [8]WC
+	if n, _ := cq.Poll(extra[:]); n != 0 {
+		for _, wc := range extra[:n] {
+			seen[wc.ID]++
+		}
+	}
+	dups := 0
+	for id, n := range seen {
+		if n != 1 {
+			dups++
+			if dups <= 5 {
+				t.Errorf("completion %#x delivered %d times", id, n)
+			}
+		}
+	}
+	if dups > 0 || len(seen) != 2*bursts*per {
+		t.Errorf("%d resizes: %d distinct completions of %d, %d delivered more than once", resizes, len(seen), 2*bursts*per, dups)
+	}
 }

@@ -574,3 +574,61 @@ func TestMemoryWindows(t *testing.T) {
 // through a memory window reach the whole MR (check_rkey ranges over
 // mw->mr, not the window).
 var rxeWindowBoundsUnchecked = map[string]bool{"6.1": true, "6.12": true}
+
+// TestUDStaleAH: a UD send must not go out through an address handle the
+// program already closed, nor through one of another device context: the
+// AH number it would carry is the kernel's index in a device-wide pool,
+// which a closed AH no longer owns (a later AH, of another PD too, gets it)
+// and which means something else, or nothing, on another device. Posting
+// must refuse such a request, leaving the QP usable.
+func TestUDStaleAH(t *testing.T) {
+	vmenv.RequireRXE(t)
+	d0 := itOpen(t, vmenv.RXE0)
+	d1 := itOpen(t, vmenv.RXE1)
+	s, r := udQP(t, d0, nil), udQP(t, d0, nil)
+	m := udAlloc(t, d0.pd, 4096, AccessLocalWrite)
+	attr := func(d *itDev) AHAttr {
+		return AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d0.gid.GID, SGIDIndex: uint8(d.gid.Index), HopLimit: 1}}
+	}
+	closed, err := d0.pd.CreateAH(attr(d0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := d1.pd.CreateAH(attr(d1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	for _, tc := range []struct {
+		name string
+		ah   *AH
+	}{
+		{"closed AH", closed},
+		{"AH of another device context", foreign},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.PostSend([]SendWR{{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{m.sge(0, 8)},
+				AH: tc.ah, RemoteQPN: r.QPN(), RemoteQkey: udQkey}})
+			if err == nil {
+				time.Sleep(20 * time.Millisecond)
+				var wcs [2]WC
+				k, _ := d0.scq.Poll(wcs[:])
+				a, _ := s.Query()
+				t.Errorf("PostSend accepted it: completions %+v, QP now %v; want the post refused", wcs[:k], a.State)
+				// Bring the QP back for the next case.
+				s.Modify(&QPAttr{State: QPStateReset}, QPAttrState)
+				if err := s.Connect(ConnectAttr{SGIDIndex: int(d0.gid.Index), Qkey: udQkey}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			t.Logf("refused: %v", err)
+			if a, err := s.Query(); err != nil || a.State != QPStateRTS {
+				t.Errorf("QP after the refused post: %v, %v", a.State, err)
+			}
+		})
+	}
+}
