@@ -102,6 +102,7 @@ func (ah *AH) Close() error {
 	}
 	ah.closed = true
 	ah.ref.finish()
+	ah.prov.Destroyed()
 	return nil
 }
 

@@ -281,19 +281,21 @@ func (cq *CQ) Resize(cqe int) error {
 	if !ok {
 		return fmt.Errorf("uverbs: resize_cq: %s provider: %w", cq.ctx.prov.Name(), ErrNotSupported)
 	}
-	drvIn, drvOut := r.ResizeData()
-	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(cqe)}
 	var resp abi.ResizeCQResp
-	w := &transport.Write{
-		Cmd: abi.CmdResizeCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-		Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-	}
-	if err := cq.ctx.conn.Write("resize_cq", w); err != nil {
-		return err
-	}
-	copy(asBytes(&resp), w.Out)
-	copy(drvOut, w.Out[w.CoreOut:])
-	if err := r.Resized(cq.ctx.conn, int(resp.CQE)); err != nil {
+	err := r.Resize(cq.ctx.conn, func(drvIn, drvOut []byte) (int, error) {
+		req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(cqe)}
+		w := &transport.Write{
+			Cmd: abi.CmdResizeCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
+			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
+		}
+		if err := cq.ctx.conn.Write("resize_cq", w); err != nil {
+			return 0, err
+		}
+		copy(asBytes(&resp), w.Out)
+		copy(drvOut, w.Out[w.CoreOut:])
+		return int(resp.CQE), nil
+	})
+	if err != nil {
 		return err
 	}
 	cq.mu.Lock()

@@ -202,13 +202,16 @@ type AH interface {
 	CreateData() (in, out []byte)
 	// Created runs once the kernel created the AH.
 	Created(handle uint32) error
+	// Destroyed runs once the kernel destroyed the AH: work requests must
+	// no longer name it.
+	Destroyed()
 }
 
 // CQResizer is implemented by provider CQs that can be resized.
 type CQResizer interface {
-	// ResizeData returns the RESIZE_CQ driver request and a buffer for the
-	// driver response.
-	ResizeData() (in, out []byte)
-	// Resized runs after the kernel resized the CQ to cqe entries.
-	Resized(conn *transport.Conn, cqe int) error
+	// Resize calls send with the RESIZE_CQ driver request and response
+	// buffers and adopts the queue the kernel made, keeping pollers off the
+	// CQ from before the command until the new queue is in place (the
+	// kernel moves the unpolled completions to the new queue).
+	Resize(conn *transport.Conn, send func(in, out []byte) (cqe int, err error)) error
 }

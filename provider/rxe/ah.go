@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -9,13 +10,19 @@ import (
 )
 
 // NewAH implements provider.AHContext.
-func (*context) NewAH() (provider.AH, error) { return &ah{}, nil }
+func (c *context) NewAH() (provider.AH, error) { return &ah{life: c.life}, nil }
 
 // ah is rxe's address handle. Kernels since 5.16 keep the address vector
 // themselves and return its number, which UD work requests carry.
 type ah struct {
-	resp abi.RXECreateAHResp
+	resp      abi.RXECreateAHResp
+	life      *lifetime // the context's: an AH number means nothing elsewhere
+	destroyed atomic.Bool
 }
+
+// Destroyed implements provider.AH: the kernel may give the number to the
+// next AH created on the device, of any PD.
+func (a *ah) Destroyed() { a.destroyed.Store(true) }
 
 // CreateData implements provider.AH.
 func (a *ah) CreateData() (in, out []byte) {

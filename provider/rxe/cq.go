@@ -51,23 +51,29 @@ func (c *cq) Destroyed() error {
 	return err
 }
 
-// ResizeData implements provider.CQResizer: the kernel answers where the
-// new queue is.
-func (c *cq) ResizeData() (in, out []byte) {
+// Resize implements provider.CQResizer. The lock is held across the
+// command: the kernel copies the completions past the consumer index we
+// published into the new queue, so a poll of the old ring in between would
+// deliver them twice.
+func (c *cq) Resize(conn *transport.Conn, send func(in, out []byte) (int, error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.q == nil {
+		return provider.ErrClosed
+	}
 	c.resize = abi.RXEResizeCQResp{}
-	return nil, unsafe.Slice((*byte)(unsafe.Pointer(&c.resize)), unsafe.Sizeof(c.resize))
-}
-
-// Resized implements provider.CQResizer: map the new queue, drop the old.
-func (c *cq) Resized(conn *transport.Conn, cqe int) error {
-	q, err := mapQueue(conn.FD(), c.resize.MI, int(unsafe.Sizeof(abi.WC{})))
-	if err != nil {
+	if _, err := send(nil, unsafe.Slice((*byte)(unsafe.Pointer(&c.resize)), unsafe.Sizeof(c.resize))); err != nil {
 		return err
 	}
-	c.mu.Lock()
+	q, err := mapQueue(conn.FD(), c.resize.MI, int(unsafe.Sizeof(abi.WC{})))
+	if err != nil {
+		// The kernel switched queues; without the new one the CQ is lost.
+		c.q.unmap()
+		c.q = nil
+		return err
+	}
 	c.q.unmap()
 	c.q = q
 	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
-	c.mu.Unlock()
 	return nil
 }

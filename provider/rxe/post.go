@@ -99,8 +99,13 @@ func (s *sendQueue) check(i int, wr *provider.SendWR) error {
 			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
 		}
 		a, ok := wr.AH.ProviderAH().(*ah)
-		if !ok || a == nil || a.resp.AHNum == 0 {
+		if !ok || a == nil || a.resp.AHNum == 0 || (a.life != s.life && a.life != nil) {
+			// Not rxe's, or of another context (its number indexes another
+			// device's pool).
 			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
+		}
+		if a.destroyed.Load() {
+			return &provider.PostError{Index: i, Err: provider.ErrClosed}
 		}
 	case abi.QPTypeUC:
 		switch op {
