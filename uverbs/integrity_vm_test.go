@@ -598,7 +598,9 @@ func (r *itRun) describe(ops map[*itQP][]*itOp, q *itQP, off int) string {
 }
 
 // collect polls every CQ until each expected completion has arrived once,
-// in order per queue, with the right fields.
+// in order per queue, with the right fields. It reports failures with
+// Errorf and returns, never ending the test itself: the posting goroutines
+// still use the buffers, which the test's cleanups unmap.
 func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 	t := r.t
 	var cqs []*CQ
@@ -618,7 +620,8 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 		for _, cq := range cqs {
 			k, err := cq.Poll(wcs[:])
 			if err != nil {
-				t.Fatalf("round %d: Poll: %v", n, err)
+				t.Errorf("round %d: Poll: %v", n, err)
+				return
 			}
 			got += k
 			for _, wc := range wcs[:k] {
@@ -644,7 +647,8 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 		if got == 0 {
 			select {
 			case err := <-errs:
-				t.Fatalf("round %d: %v", n, err)
+				t.Errorf("round %d: %v", n, err)
+				return
 			default:
 			}
 			if time.Now().After(deadline) {
@@ -653,18 +657,19 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 					missing = append(missing, fmt.Sprintf("%d (%s, %v)", id, e.key, e.wc.Opcode))
 				}
 				slices.Sort(missing)
-				t.Fatalf("round %d: %d completion(s) missing after 30s: %v", n, left, missing)
+				t.Errorf("round %d: %d completion(s) missing after 30s: %v", n, left, missing)
+				return
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
 		if t.Failed() {
-			t.FailNow()
+			return
 		}
 	}
 	// Nothing more may be queued behind.
 	for _, cq := range cqs {
 		if k, _ := cq.Poll(wcs[:]); k != 0 {
-			t.Fatalf("round %d: %d extra completion(s): %+v", n, k, wcs[:k])
+			t.Errorf("round %d: %d extra completion(s): %+v", n, k, wcs[:k])
 		}
 	}
 }
@@ -687,6 +692,14 @@ func TestRandomIntegrity(t *testing.T) {
 	dev0 := itOpen(t, vmenv.RXE0)
 	dev0b := itOpen(t, vmenv.RXE0) // a second context: another process, in effect
 	dev1 := itOpen(t, vmenv.RXE1)
+	t.Cleanup(func() {
+		if t.Failed() {
+			// Retries, sequence errors and drops say what the wire did.
+			for _, dev := range []string{vmenv.RXE0, vmenv.RXE1} {
+				t.Logf("%s hw_counters: %s", dev, itCounters(dev))
+			}
+		}
+	})
 	pairs := []struct {
 		a, b *itDev
 		mtu  MTU
@@ -1145,4 +1158,21 @@ func TestCQResizeWhilePolling(t *testing.T) {
 	if dups > 0 || len(seen) != 2*bursts*per {
 		t.Errorf("%d resizes: %d distinct completions of %d, %d delivered more than once", resizes, len(seen), 2*bursts*per, dups)
 	}
+}
+
+// itCounters returns an rxe port's non-zero hardware counters.
+func itCounters(dev string) string {
+	dir := "/sys/class/infiniband/" + dev + "/ports/1/hw_counters/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + e.Name())
+		if v := strings.TrimSpace(string(b)); err == nil && v != "0" {
+			out = append(out, e.Name()+"="+v)
+		}
+	}
+	return strings.Join(out, " ")
 }
