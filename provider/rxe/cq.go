@@ -11,7 +11,7 @@ import (
 )
 
 // NewCQ implements provider.CQContext.
-func (*context) NewCQ(cqe int) (provider.CQ, error) { return &cq{}, nil }
+func (c *context) NewCQ(cqe int) (provider.CQ, error) { return &cq{life: c.life}, nil }
 
 // cq is rxe's completion queue: a kernel ring of struct ib_uverbs_wc
 // entries mapped into the process.
@@ -19,6 +19,7 @@ type cq struct {
 	resp   abi.RXECreateCQResp
 	resize abi.RXEResizeCQResp
 
+	life *lifetime
 	mu   sync.Mutex
 	q    *queue
 	cons uint32 // ours: the kernel ignores what we would read back
@@ -39,11 +40,13 @@ func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
 	c.q = q
 	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
 	c.mu.Unlock()
+	c.life.track(c)
 	return nil
 }
 
 // Destroyed implements provider.CQ.
 func (c *cq) Destroyed() error {
+	c.life.untrack(c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.q.unmap()

@@ -60,11 +60,13 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 		q.recvQueue.q = rq
 		q.recvQueue.maxSGE = min(int(caps.MaxRecvSGE), (rq.elemSize-recvWQESize)/sgeSize)
 	}
+	q.sendQueue.life.track(q)
 	return nil
 }
 
 // Destroyed implements provider.QP.
 func (q *qp) Destroyed() error {
+	q.sendQueue.life.untrack(q)
 	q.sendQueue.mu.Lock()
 	err := q.sendQueue.q.unmap()
 	q.sendQueue.q = nil

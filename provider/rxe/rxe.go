@@ -6,6 +6,7 @@
 package rxe
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,17 +41,56 @@ type context struct {
 type lifetime struct {
 	mu     sync.RWMutex
 	closed bool
+
+	// mapped holds the objects with queues mapped from the uverbs file.
+	// A mapping keeps the file, and so every kernel object of the context,
+	// alive after close(); Close unmaps them all.
+	mappedMu sync.Mutex
+	mapped   map[interface{ Destroyed() error }]struct{}
+}
+
+func (l *lifetime) track(o interface{ Destroyed() error }) {
+	if l == nil {
+		return
+	}
+	l.mappedMu.Lock()
+	if l.mapped == nil {
+		l.mapped = map[interface{ Destroyed() error }]struct{}{}
+	}
+	l.mapped[o] = struct{}{}
+	l.mappedMu.Unlock()
+}
+
+func (l *lifetime) untrack(o interface{ Destroyed() error }) {
+	if l == nil {
+		return
+	}
+	l.mappedMu.Lock()
+	delete(l.mapped, o)
+	l.mappedMu.Unlock()
 }
 
 func (*context) GetContextData() (in, out []byte) { return nil, nil }
 func (*context) Started(*transport.Conn) error    { return nil }
 
-// Close runs before the uverbs fd closes: from here on no doorbell rings.
+// Close runs before the uverbs fd closes: from here on no doorbell rings,
+// and no queue stays mapped (so the kernel frees the context's objects
+// now, not when the garbage collector gets to them).
 func (c *context) Close() error {
 	c.life.mu.Lock()
 	c.life.closed = true
 	c.life.mu.Unlock()
-	return nil
+	c.life.mappedMu.Lock()
+	objs := make([]interface{ Destroyed() error }, 0, len(c.life.mapped))
+	for o := range c.life.mapped {
+		objs = append(objs, o)
+	}
+	c.life.mappedMu.Unlock()
+	var errs []error
+	for _, o := range objs {
+		errs = append(errs, o.Destroyed())
+	}
+	return errors.Join(errs...)
 }
 
 // FirmwareVersion formats fw_ver as librxe does: 16-bit major.minor.sub.

@@ -9,7 +9,7 @@ import (
 )
 
 // NewSRQ implements provider.SRQContext.
-func (*context) NewSRQ(maxWr, maxSGE uint32) (provider.SRQ, error) { return &srq{}, nil }
+func (c *context) NewSRQ(maxWr, maxSGE uint32) (provider.SRQ, error) { return &srq{life: c.life}, nil }
 
 // srq is rxe's shared receive queue: one kernel ring mapped into the
 // process, replaced by a new mapping when the kernel resizes it.
@@ -17,6 +17,7 @@ type srq struct {
 	resp   abi.RXECreateSRQResp
 	modMI  abi.MMInfo // the kernel writes here on resize
 	modCmd abi.RXEModifySRQCmd
+	life   *lifetime
 	recvQueue
 }
 
@@ -35,6 +36,7 @@ func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32)
 	s.q = q
 	s.maxSGE = min(int(maxSGE), (q.elemSize-recvWQESize)/sgeSize)
 	s.mu.Unlock()
+	s.life.track(s)
 	return nil
 }
 
@@ -65,6 +67,7 @@ func (s *srq) Modified(conn *transport.Conn, resized bool) error {
 
 // Destroyed implements provider.SRQ.
 func (s *srq) Destroyed() error {
+	s.life.untrack(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.q.unmap()
