@@ -49,7 +49,13 @@ const (
 // Completion statuses and opcodes most programs check.
 const (
 	WCSuccess         = provider.WCSuccess
+	WCLocLenErr       = provider.WCLocLenErr
+	WCLocQPOpErr      = provider.WCLocQPOpErr
+	WCLocProtErr      = provider.WCLocProtErr
 	WCWRFlushErr      = provider.WCWRFlushErr
+	WCRemInvReqErr    = provider.WCRemInvReqErr
+	WCRemOpErr        = provider.WCRemOpErr
+	WCRNRRetryExcErr  = provider.WCRNRRetryExcErr
 	WCRemAccessErr    = provider.WCRemAccessErr
 	WCRetryExcErr     = provider.WCRetryExcErr
 	WCSend            = provider.WCSend
@@ -57,6 +63,8 @@ const (
 	WCRDMARead        = provider.WCRDMARead
 	WCCompSwap        = provider.WCCompSwap
 	WCFetchAdd        = provider.WCFetchAdd
+	WCBindMW          = provider.WCBindMW
+	WCLocalInv        = provider.WCLocalInv
 	WCRecv            = provider.WCRecv
 	WCRecvRDMAWithImm = provider.WCRecvRDMAWithImm
 	WCWithImm         = provider.WCWithImm
