@@ -57,15 +57,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	}}
 	drvIn, drvOut := pah.CreateData()
 	var resp abi.CreateAHResp
-	w := &transport.Write{
-		Cmd: abi.CmdCreateAH, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-		Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-	}
-	if err := c.conn.Write("create_ah", w); err != nil {
+	if err := c.writeDriver("create_ah", abi.CmdCreateAH, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 		return nil, err
 	}
-	copy(asBytes(&resp), w.Out)
-	copy(drvOut, w.Out[w.CoreOut:])
 	ah := &AH{pd: pd, handle: resp.AHHandle, attr: attr, prov: pah, ref: &cleanupRef{}}
 	if err := pah.Created(ah.handle); err != nil {
 		destroyAH(c, ah.handle)
@@ -104,15 +98,6 @@ func (ah *AH) Close() error {
 	ah.ref.finish()
 	ah.prov.Destroyed()
 	return nil
-}
-
-func destroyAH(c *Context, handle uint32) error {
-	q := transport.NewIoctl(abi.ObjectAH, abi.MethodAHDestroy)
-	q.Handle(abi.AttrDestroyAHHandle, handle)
-	return c.conn.IoctlOrWrite("destroy_ah", transport.OpDestroyAH, q, func() error {
-		req := abi.DestroyAH{AHHandle: handle}
-		return c.conn.Write("destroy_ah", &transport.Write{Cmd: abi.CmdDestroyAH, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
-	})
 }
 
 // AttachMulticast joins the UD QP to the multicast group gid (lid 0 on

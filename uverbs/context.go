@@ -192,18 +192,9 @@ func (c *Context) getContext() error {
 		viaWrite = true
 		req := abi.GetContext{}
 		var resp abi.GetContextResp
-		w := &transport.Write{
-			Cmd:     abi.CmdGetContext,
-			In:      concat(asBytes(&req), drvIn),
-			CoreIn:  int(sizeOf(req)),
-			Out:     make([]byte, int(sizeOf(resp))+len(drvOut)),
-			CoreOut: int(sizeOf(resp)),
-		}
-		if err := c.conn.Write("get_context", w); err != nil {
+		if err := c.writeDriver("get_context", abi.CmdGetContext, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return err
 		}
-		copy(asBytes(&resp), w.Out)
-		copy(drvOut, w.Out[w.CoreOut:])
 		numCV = resp.NumCompVectors
 		// The write form creates the async event fd itself.
 		f, err := eventFile(int(int32(resp.AsyncFD)), "uverbs-async")

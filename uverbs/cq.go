@@ -216,15 +216,9 @@ func (c *Context) createCQ(id uint64, cqe int, o CQOptions, pcq provider.CQ) (ha
 		}
 		req := abi.CreateCQ{UserHandle: id, CQE: uint32(cqe), CompVector: uint32(o.CompVector), CompChannel: channel}
 		var resp abi.CreateCQResp
-		w := &transport.Write{
-			Cmd: abi.CmdCreateCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-		}
-		if err := c.conn.Write("create_cq", w); err != nil {
+		if err := c.writeDriver("create_cq", abi.CmdCreateCQ, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return err
 		}
-		copy(asBytes(&resp), w.Out)
-		copy(drvOut, w.Out[w.CoreOut:])
 		handle, respCQE = resp.CQHandle, resp.CQE
 		return nil
 	})
@@ -284,15 +278,9 @@ func (cq *CQ) Resize(cqe int) error {
 	var resp abi.ResizeCQResp
 	err := r.Resize(cq.ctx.conn, func(drvIn, drvOut []byte) (int, error) {
 		req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(cqe)}
-		w := &transport.Write{
-			Cmd: abi.CmdResizeCQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-		}
-		if err := cq.ctx.conn.Write("resize_cq", w); err != nil {
+		if err := cq.ctx.writeDriver("resize_cq", abi.CmdResizeCQ, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return 0, err
 		}
-		copy(asBytes(&resp), w.Out)
-		copy(drvOut, w.Out[w.CoreOut:])
 		return int(resp.CQE), nil
 	})
 	if err != nil {

@@ -216,12 +216,3 @@ func (mr *MR) Close() error {
 	}
 	return nil
 }
-
-func destroyMR(c *Context, handle uint32) error {
-	q := transport.NewIoctl(abi.ObjectMR, abi.MethodMRDestroy)
-	q.Handle(abi.AttrDestroyMRHandle, handle)
-	return c.conn.IoctlOrWrite("dereg_mr", transport.OpDestroyMR, q, func() error {
-		req := abi.DeregMR{MRHandle: handle}
-		return c.conn.Write("dereg_mr", &transport.Write{Cmd: abi.CmdDeregMR, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
-	})
-}

@@ -80,15 +80,6 @@ func (mw *MW) Close() error {
 	return nil
 }
 
-func destroyMW(c *Context, handle uint32) error {
-	q := transport.NewIoctl(abi.ObjectMW, abi.MethodMWDestroy)
-	q.Handle(abi.AttrDestroyMWHandle, handle)
-	return c.conn.IoctlOrWrite("dealloc_mw", transport.OpDestroyMW, q, func() error {
-		req := abi.DeallocMW{MWHandle: handle}
-		return c.conn.Write("dealloc_mw", &transport.Write{Cmd: abi.CmdDeallocMW, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
-	})
-}
-
 // Rereg flags say what ReReg changes (IBV_REREG_MR_CHANGE_*).
 const (
 	ReregTranslation = 1 << 0

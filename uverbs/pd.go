@@ -93,15 +93,6 @@ func (pd *PD) use() error {
 	return pd.ctx.check()
 }
 
-func destroyPD(c *Context, handle uint32) error {
-	q := transport.NewIoctl(abi.ObjectPD, abi.MethodPDDestroy)
-	q.Handle(abi.AttrDestroyPDHandle, handle)
-	return c.conn.IoctlOrWrite("dealloc_pd", transport.OpDestroyPD, q, func() error {
-		req := abi.DeallocPD{PDHandle: handle}
-		return c.conn.Write("dealloc_pd", &transport.Write{Cmd: abi.CmdDeallocPD, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
-	})
-}
-
 // destroyArgs is what a cleanup needs to destroy a forgotten kernel object
 // without referring to the object itself.
 type destroyArgs struct {

@@ -210,15 +210,9 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 			req.SRQHandle, req.IsSRQ = attr.SRQ.handle, 1
 		}
 		var resp abi.CreateQPResp
-		w := &transport.Write{
-			Cmd: abi.CmdCreateQP, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-		}
-		if err := c.conn.Write("create_qp", w); err != nil {
+		if err := c.writeDriver("create_qp", abi.CmdCreateQP, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return err
 		}
-		copy(asBytes(&resp), w.Out)
-		copy(drvOut, w.Out[w.CoreOut:])
 		qp.handle, qpn = resp.QPHandle, resp.QPN
 		respCap = abi.QPCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSGE: resp.MaxSendSGE,
 			MaxRecvSGE: resp.MaxRecvSGE, MaxInlineData: resp.MaxInlineData}

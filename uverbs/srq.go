@@ -83,15 +83,9 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 		viaWrite = true
 		req := abi.CreateSRQ{UserHandle: id, PDHandle: pd.handle, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit}
 		var resp abi.CreateSRQResp
-		w := &transport.Write{
-			Cmd: abi.CmdCreateSRQ, In: concat(asBytes(&req), drvIn), CoreIn: int(unsafe.Sizeof(req)),
-			Out: make([]byte, int(unsafe.Sizeof(resp))+len(drvOut)), CoreOut: int(unsafe.Sizeof(resp)),
-		}
-		if err := c.conn.Write("create_srq", w); err != nil {
+		if err := c.writeDriver("create_srq", abi.CmdCreateSRQ, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return err
 		}
-		copy(asBytes(&resp), w.Out)
-		copy(drvOut, w.Out[w.CoreOut:])
 		s.handle, respMaxWr, respMaxSGE, s.srqn = resp.SRQHandle, resp.MaxWr, resp.MaxSGE, resp.SRQN
 		return nil
 	})
