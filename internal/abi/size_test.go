@@ -36,6 +36,17 @@ func TestSizes(t *testing.T) {
 		{"rxe_send_wr", unsafe.Sizeof(RXESendWR{}), 144},
 		{"mlx5_ib_alloc_ucontext_req_v2", unsafe.Sizeof(MLX5AllocUcontextReqV2{}), 32},
 		{"mlx5_ib_alloc_ucontext_resp", unsafe.Sizeof(MLX5AllocUcontextResp{}), 72},
+		{"mlx5_ib_create_cq", unsafe.Sizeof(MLX5CreateCQ{}), 32},
+		{"mlx5_ib_create_cq_resp", unsafe.Sizeof(MLX5CreateCQResp{}), 8},
+		{"mlx5_ib_create_qp", unsafe.Sizeof(MLX5CreateQP{}), 56},
+		{"mlx5_ib_create_qp_resp", unsafe.Sizeof(MLX5CreateQPResp{}), 40},
+		{"mlx5_ib_create_srq", unsafe.Sizeof(MLX5CreateSRQ{}), 32},
+		{"mlx5_ib_create_ah_resp", unsafe.Sizeof(MLX5CreateAHResp{}), 16},
+		{"mlx5_wqe_ctrl_seg", unsafe.Sizeof(MLX5WQECtrlSeg{}), 16},
+		{"mlx5_wqe_av", unsafe.Sizeof(MLX5AV{}), 48},
+		{"mlx5_wqe_atomic_seg", unsafe.Sizeof(MLX5WQEAtomicSeg{}), 16},
+		{"mlx5_wqe_umr_ctrl_seg", unsafe.Sizeof(MLX5WQEUMRCtrlSeg{}), 48},
+		{"mlx5_wqe_mkey_context_seg", unsafe.Sizeof(MLX5WQEMkeyContextSeg{}), 64},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("sizeof(%s) = %d, want %d", tc.name, tc.got, tc.want)
