@@ -1,0 +1,58 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/provider"
+)
+
+// ErrNoCQDoorbell: the CQ has no UAR doorbell register to arm through.
+var ErrNoCQDoorbell = errors.New("mlx5: CQ has no UAR doorbell register")
+
+// Arm requests an event for the next completion (the next solicited one
+// with solicitedOnly), as libmlx5's mlx5_arm_cq: the arm word
+// sn<<28 | command | consumer index goes into the doorbell record, then
+// (arm word<<32 | CQN) big endian into the UAR's CQ doorbell register. sn
+// is the event count modulo 4, so the HCA can tell an arm that raced an
+// event it already sent.
+func (cq *CQ) Arm(solicitedOnly bool) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return provider.ErrClosed
+	}
+	if cq.armDB == nil {
+		return ErrNoCQDoorbell
+	}
+	cmd := uint32(cqDBReqNot)
+	if solicitedOnly {
+		cmd = cqDBReqNotSol
+	}
+	arm := (cq.armSN&3)<<28 | cmd | cq.cons&cqConsumerIdxMask
+	// The record before the register: the HCA reads the record when the
+	// doorbell arrives. Go's atomic store orders it before the next one
+	// (a locked instruction on amd64, a release store on arm64).
+	atomic.StoreUint32(&cq.dbrec[cqDBRecArm], be32(arm))
+	writeCQDoorbell(cq.armDB, uint64(arm)<<32|uint64(cq.cqn))
+	return nil
+}
+
+// Event records that a completion event of this CQ was read from its
+// channel (libmlx5's mlx5_cq_event, called by ibv_get_cq_event): the next
+// Arm carries the next sequence number.
+func (cq *CQ) Event() {
+	cq.mu.Lock()
+	cq.armSN++
+	cq.mu.Unlock()
+}
+
+// writeCQDoorbell stores v big endian into the 8-byte doorbell register
+// at reg with one 64-bit store (mmio_write64_be).
+func writeCQDoorbell(reg unsafe.Pointer, v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	atomic.StoreUint64((*uint64)(reg), binary.NativeEndian.Uint64(b[:]))
+}

@@ -1,0 +1,139 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// CQ is an mlx5 completion queue: a ring of 64-byte CQEs in memory the
+// process allocated (the HCA writes into it by DMA) and a doorbell record
+// of two big-endian words, the consumer index the HCA reads to know what
+// it may overwrite and the arm word.
+type CQ struct {
+	mu sync.Mutex
+
+	// Poll's state, first so that it shares cache lines.
+	ring  unsafe.Pointer // ncqe * cqeSize bytes
+	ncqe  uint32         // a power of two
+	cons  uint32         // consumer index: counts every CQE consumed, wrapping
+	dbrec *[2]uint32     // [0] SET_CI, [1] ARM_DB, both big endian
+	last  *cqLink        // the QP of the previous completion, as libmlx5's cur_rsc
+	cqn   uint32
+
+	qps  map[uint32]*cqLink
+	srqs map[uint32]recvCompleter
+
+	// Arming.
+	armSN uint32         // bumped by every completion event
+	armDB unsafe.Pointer // the UAR's CQ doorbell register (UAR page + 0x20)
+
+	closed bool
+	res    cqResources
+}
+
+// cqResources is what creation allocated and Destroyed gives back.
+type cqResources struct {
+	release func() error
+}
+
+// Arm doorbell (MLX5_CQ_DB_REQ_NOT*) and the doorbell record's words.
+const (
+	cqDoorbellOffset  = 0x20 // MLX5_CQ_DOORBELL: the CQ doorbell's offset in a UAR page
+	cqDBReqNotSol     = 1 << 24
+	cqDBReqNot        = 0
+	cqDBRecSetCI      = 0
+	cqDBRecArm        = 1
+	maxCQEntries      = 1 << 24 // the PRM's log_cq_size limit
+	cqeInvalidOpOwn   = cqeInvalid << 4
+	cqConsumerIdxMask = 0xffffff
+)
+
+// cqEntries is the ring size libmlx5 allocates for a request of cqe
+// entries: one more than asked (a full ring is indistinguishable from an
+// empty one), rounded up to a power of two; at most 2^24.
+func cqEntries(cqe int) (uint32, error) {
+	if cqe < 1 || cqe > 0x7fffffff {
+		return 0, &FieldError{Field: "cqe", Value: uint64(int64(cqe)), Reason: "a CQ needs 1 to 2^31-1 entries"}
+	}
+	n := uint64(1) << bits.Len64(uint64(cqe)) // the power of two above cqe, at least cqe+1
+	if n > maxCQEntries {
+		return 0, &FieldError{Field: "cqe", Value: uint64(cqe), Reason: "more than 2^24-1 entries"}
+	}
+	return uint32(n), nil
+}
+
+// initRing marks every entry invalid and owned by the hardware, as
+// libmlx5's mlx5_alloc_cq_buf does: zeroes with op_own = INVALID<<4.
+func initRing(ring []byte) {
+	clear(ring)
+	for i := cqeOffOpOwn; i < len(ring); i += cqeSize {
+		ring[i] = cqeInvalidOpOwn
+	}
+}
+
+// newCQ builds the CQ's poll state over a ring of ncqe entries (len(ring)
+// at least ncqe*cqeSize) and its doorbell record; armDB is the UAR's CQ
+// doorbell register (nil: arming fails).
+func newCQ(ring []byte, ncqe uint32, dbrec *[2]uint32, cqn uint32, armDB unsafe.Pointer) *CQ {
+	if ncqe == 0 || ncqe&(ncqe-1) != 0 || uint64(len(ring)) < uint64(ncqe)*cqeSize {
+		panic("mlx5: newCQ: ring does not hold ncqe entries") // internal misuse, never user input
+	}
+	return &CQ{ring: unsafe.Pointer(&ring[0]), ncqe: ncqe, dbrec: dbrec, cqn: cqn, armDB: armDB}
+}
+
+// CQN returns the CQ number the kernel assigned.
+func (cq *CQ) CQN() uint32 { return cq.cqn }
+
+// Entries returns the number of CQEs in the ring (a power of two; the CQ
+// holds one fewer).
+func (cq *CQ) Entries() int { return int(cq.ncqe) }
+
+// entry returns CQE i of the ring (i is masked).
+func (cq *CQ) entry(i uint32) *[cqeSize]byte {
+	return (*[cqeSize]byte)(unsafe.Add(cq.ring, uintptr(i&(cq.ncqe-1))*cqeSize))
+}
+
+// owned reports whether entry i holds a CQE the hardware handed over for
+// consumer index i.
+func (cq *CQ) owned(i uint32) bool {
+	opOwn := uint8(loadBE32(&cq.entry(i)[cqeOffTrailer]))
+	return opOwn>>4 != cqeInvalid && uint32(opOwn&cqeOwnerMask) == (i/cq.ncqe)&1
+}
+
+// clean removes l's completions from the unpolled part of the ring, moving
+// later ones down over them (libmlx5's __mlx5_cq_clean): the QP is gone or
+// in reset, so nothing new of it can arrive. Receive completions give
+// their WQE back to the queue (an SRQ slot must be freed).
+func (cq *CQ) clean(l *cqLink) {
+	prod := cq.cons
+	for cq.owned(prod) && prod-cq.cons < cq.ncqe {
+		prod++
+	}
+	freed := uint32(0)
+	for prod != cq.cons {
+		prod--
+		e := cq.entry(prod)
+		trailer := loadBE32(&e[cqeOffTrailer])
+		opcode := uint8(trailer) >> 4
+		if binary.BigEndian.Uint32(e[cqeOffSopDropQPN:])&maxQPN == l.qpn {
+			if (opcode >= cqeRespWRImm && opcode <= cqeRespSendInv || opcode == cqeRespErr) && l.recv != nil {
+				l.recv.completeRecv(uint16(trailer>>16), nil)
+			}
+			freed++
+			continue
+		}
+		if freed > 0 {
+			dst := cq.entry(prod + freed)
+			owner := dst[cqeOffOpOwn] & cqeOwnerMask
+			*dst = *e
+			dst[cqeOffOpOwn] = dst[cqeOffOpOwn]&^cqeOwnerMask | owner
+		}
+	}
+	if freed > 0 {
+		cq.cons += freed
+		atomic.StoreUint32(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
+	}
+}
