@@ -77,7 +77,13 @@ func (ah *AH) Handle() uint32 { return ah.handle }
 
 // ProviderAH returns the provider's half of the AH, for its data path.
 // (It makes *AH the value of SendWR.AH.)
-func (ah *AH) ProviderAH() provider.AH { return ah.prov }
+func (ah *AH) ProviderAH() provider.AH {
+	if ah == nil {
+		// A nil *AH in a work request: the provider refuses the WR.
+		return nil
+	}
+	return ah.prov
+}
 
 // Close destroys the AH. Closing twice is a no-op.
 func (ah *AH) Close() error {

@@ -57,6 +57,15 @@ func (ch *CompChannel) FD() int { return int(ch.file.Fd()) }
 // arrives or ctx ends. Acknowledge events with CQ.AckEvents. One goroutine
 // at a time may wait on a channel.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	if ch == nil {
+		return nil, errNilChannel
+	}
+	ch.mu.Lock()
+	closed := ch.closed
+	ch.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("uverbs: get_cq_event: completion channel: %w", ErrClosed)
+	}
 	var desc abi.CompEventDesc
 	if err := readEvent(ctx, ch.file, &desc); err != nil {
 		return nil, fmt.Errorf("uverbs: get_cq_event: %w", err)
@@ -87,6 +96,9 @@ func (ch *CompChannel) Close() error {
 }
 
 func (ch *CompChannel) attach() error {
+	if ch == nil {
+		return errNilChannel
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.closed {
@@ -331,6 +343,9 @@ func (cq *CQ) Close() error {
 }
 
 func (cq *CQ) use() error {
+	if cq == nil {
+		return errNilCQ
+	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {

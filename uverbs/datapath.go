@@ -87,6 +87,9 @@ var (
 // refused). The QP must be in RTS (or SQD, SQE, ERR, where requests are
 // flushed). Safe for concurrent use; allocates nothing.
 func (qp *QP) PostSend(wrs []SendWR) error {
+	if qp == nil {
+		return errNilQP
+	}
 	switch QPState(qp.stateA.Load()) {
 	case QPStateReset, QPStateInit, QPStateRTR:
 		return fmt.Errorf("uverbs: post_send on QP %d in %v: %w", qp.qpn, QPState(qp.stateA.Load()), ErrQPState)
@@ -100,6 +103,9 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 // PostRecv posts receive work requests (no system call). Not in RESET, as
 // the IB spec says (C10-97.2.1).
 func (qp *QP) PostRecv(wrs []RecvWR) error {
+	if qp == nil {
+		return errNilQP
+	}
 	if QPState(qp.stateA.Load()) == QPStateReset {
 		return fmt.Errorf("uverbs: post_recv on QP %d in RESET: %w", qp.qpn, ErrQPState)
 	}
@@ -111,6 +117,9 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 
 // PostRecv posts receive work requests to the SRQ.
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
+	if s == nil {
+		return errNilSRQ
+	}
 	r, ok := s.prov.(provider.Receiver)
 	if !ok {
 		return fmt.Errorf("uverbs: post_srq_recv: %w", ErrNotSupported)
@@ -121,6 +130,9 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 // Poll moves up to len(wcs) completions into wcs and returns how many (no
 // system call, no allocation).
 func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq == nil {
+		return 0, errNilCQ
+	}
 	if cq.poll == nil {
 		return 0, fmt.Errorf("uverbs: poll_cq: %w", ErrNotSupported)
 	}

@@ -85,6 +85,9 @@ func (b *Buffer) Close() error {
 
 // hold pins the buffer for an MR over [off, off+length).
 func (b *Buffer) hold(off, length int) ([]byte, error) {
+	if b == nil {
+		return nil, errNilBuffer
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {

@@ -94,6 +94,9 @@ func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 	if flags == 0 || flags&^(ReregPD|ReregAccess) != 0 {
 		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess", flags)
 	}
+	if mr == nil {
+		return errNilMR
+	}
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.closed {

@@ -83,7 +83,7 @@ func (pd *PD) Close() error {
 
 func (pd *PD) use() error {
 	if pd == nil {
-		return fmt.Errorf("uverbs: nil PD")
+		return invalid("PD", "nil PD")
 	}
 	pd.mu.Lock()
 	defer pd.mu.Unlock()

@@ -269,6 +269,9 @@ func (qp *QP) Close() error {
 }
 
 func (qp *QP) use() error {
+	if qp == nil {
+		return errNilQP
+	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.closed {

@@ -178,6 +178,9 @@ func (s *SRQ) Close() error {
 }
 
 func (s *SRQ) use() error {
+	if s == nil {
+		return errNilSRQ
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
