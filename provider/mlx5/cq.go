@@ -76,12 +76,18 @@ func initRing(ring []byte) {
 
 // newCQ builds the CQ's poll state over a ring of ncqe entries (len(ring)
 // at least ncqe*cqeSize) and its doorbell record; armDB is the UAR's CQ
-// doorbell register (nil: arming fails).
-func newCQ(ring []byte, ncqe uint32, dbrec *[2]uint32, cqn uint32, armDB unsafe.Pointer) *CQ {
-	if ncqe == 0 || ncqe&(ncqe-1) != 0 || uint64(len(ring)) < uint64(ncqe)*cqeSize {
-		panic("mlx5: newCQ: ring does not hold ncqe entries") // internal misuse, never user input
+// doorbell register (nil: Arm fails).
+func newCQ(ring []byte, ncqe uint32, dbrec *[2]uint32, cqn uint32, armDB unsafe.Pointer) (*CQ, error) {
+	if ncqe == 0 || ncqe&(ncqe-1) != 0 || ncqe > maxCQEntries {
+		return nil, &FieldError{Field: "ncqe", Value: uint64(ncqe), Reason: "not a power of two up to 2^24"}
 	}
-	return &CQ{ring: unsafe.Pointer(&ring[0]), ncqe: ncqe, dbrec: dbrec, cqn: cqn, armDB: armDB}
+	if uint64(len(ring)) < uint64(ncqe)*cqeSize {
+		return nil, &FieldError{Field: "ring", Value: uint64(len(ring)), Reason: "bytes do not hold the entries"}
+	}
+	if dbrec == nil {
+		return nil, &FieldError{Field: "dbrec", Reason: "missing"}
+	}
+	return &CQ{ring: unsafe.Pointer(&ring[0]), ncqe: ncqe, dbrec: dbrec, cqn: cqn, armDB: armDB}, nil
 }
 
 // CQN returns the CQ number the kernel assigned.

@@ -1,0 +1,243 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/provider"
+)
+
+// These tests run the completion side on the host: the ring sits in
+// anonymous memory that ends exactly at a PROT_NONE page and starts right
+// after another, so any access outside it faults and fails the test; CQEs
+// are written by hand as the HCA would write them.
+
+// guardedMem returns size bytes (a multiple of the page size) with a
+// PROT_NONE page on each side.
+func guardedMem(t testing.TB, size int) []byte {
+	t.Helper()
+	page := os.Getpagesize()
+	pages := (size + page - 1) / page
+	region, err := unix.Mmap(-1, 0, (pages+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(region) })
+	if err := unix.Mprotect(region[:page], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	end := (pages + 1) * page
+	if err := unix.Mprotect(region[end:], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	return region[end-size : end : end]
+}
+
+// testCQ is a CQ over a guarded ring, its doorbell record and a fake UAR
+// page.
+type testCQ struct {
+	*CQ
+	ring  []byte
+	dbrec *[2]uint32
+	uar   []byte
+}
+
+func newTestCQ(t testing.TB, ncqe uint32) *testCQ {
+	t.Helper()
+	ring := guardedMem(t, int(ncqe)*cqeSize)
+	initRing(ring)
+	db := guardedMem(t, os.Getpagesize())
+	uar := guardedMem(t, os.Getpagesize())
+	dbrec := (*[2]uint32)(unsafe.Pointer(&db[len(db)-8]))
+	cq, err := newCQ(ring, ncqe, dbrec, 0x77, unsafe.Pointer(&uar[cqDoorbellOffset]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCQ{CQ: cq, ring: ring, dbrec: dbrec, uar: uar}
+}
+
+// cqeFields are the fields of a hand-written CQE.
+type cqeFields struct {
+	opcode     uint8 // CQE opcode (op_own >> 4)
+	flags      uint8 // op_own bits 1..3 (solicited, inline scatter)
+	sendOp     uint8 // requester: the send opcode in sop_drop_qpn
+	qpn        uint32
+	wqeCounter uint16
+	byteCnt    uint32
+	imm        uint32 // imm_inval_pkey
+	flagsRQPN  uint32
+	slid       uint16
+	mlPath     uint8
+	srqnUIDX   uint32
+	syndrome   uint8
+	vendorErr  uint8
+	payload    []byte // the first bytes (inline scatter)
+}
+
+// encode returns the 64 bytes of f as written at consumer index i of a
+// ring of ncqe entries (owner bit = the pass over the ring).
+func (f cqeFields) encode(i, ncqe uint32) [cqeSize]byte {
+	var e [cqeSize]byte
+	e[cqeOffMLPath] = f.mlPath
+	binary.BigEndian.PutUint16(e[cqeOffSLID:], f.slid)
+	binary.BigEndian.PutUint32(e[cqeOffFlagsRQPN:], f.flagsRQPN)
+	// Scattered data overlays the first 32 bytes, fields included.
+	copy(e[:32], f.payload)
+	binary.BigEndian.PutUint32(e[cqeOffSRQNUIDX:], f.srqnUIDX)
+	binary.BigEndian.PutUint32(e[cqeOffImmInvalPkey:], f.imm)
+	binary.BigEndian.PutUint32(e[cqeOffByteCnt:], f.byteCnt)
+	if f.opcode == cqeReqErr || f.opcode == cqeRespErr {
+		e[cqeOffVendorErr] = f.vendorErr
+		e[cqeOffSyndrome] = f.syndrome
+	}
+	binary.BigEndian.PutUint32(e[cqeOffSopDropQPN:], uint32(f.sendOp)<<24|f.qpn&maxQPN)
+	binary.BigEndian.PutUint16(e[cqeOffWQECounter:], f.wqeCounter)
+	e[cqeOffOpOwn] = f.opcode<<4 | f.flags&0xe | uint8((i/ncqe)&1)
+	return e
+}
+
+// put writes f at consumer index i.
+func (c *testCQ) put(i uint32, f cqeFields) {
+	*c.entry(i) = f.encode(i, c.ncqe)
+}
+
+// fakeSQ is a send queue of wqeCnt basic blocks where each posted WQE
+// takes one: it records what the CQ retired.
+type fakeSQ struct {
+	wqeCnt   uint16
+	head     uint16 // WQE counter of the next post
+	tail     uint16 // oldest outstanding
+	wrID     []uint64
+	opcode   []provider.WCOpcode
+	inline   [][]byte
+	retired  int
+	scatterN int // inline payload room of every WQE
+}
+
+func newFakeSQ(wqeCnt uint16) *fakeSQ {
+	return &fakeSQ{wqeCnt: wqeCnt, wrID: make([]uint64, wqeCnt), opcode: make([]provider.WCOpcode, wqeCnt),
+		inline: make([][]byte, wqeCnt), scatterN: 32}
+}
+
+func (s *fakeSQ) post(wrID uint64, op provider.WCOpcode) uint16 {
+	c := s.head
+	s.wrID[c&(s.wqeCnt-1)] = wrID
+	s.opcode[c&(s.wqeCnt-1)] = op
+	s.head++
+	return c
+}
+
+func (s *fakeSQ) completeSend(wqeCounter uint16, inline []byte) (uint64, provider.WCOpcode, provider.WCStatus, bool) {
+	if wqeCounter-s.tail >= s.head-s.tail {
+		return 0, 0, 0, false
+	}
+	idx := wqeCounter & (s.wqeCnt - 1)
+	status := provider.WCSuccess
+	if inline != nil {
+		if len(inline) > s.scatterN {
+			status = provider.WCLocLenErr
+		} else {
+			s.inline[idx] = append([]byte(nil), inline...)
+		}
+	}
+	s.retired += int(wqeCounter - s.tail + 1)
+	s.tail = wqeCounter + 1
+	return s.wrID[idx], s.opcode[idx], status, true
+}
+
+// fakeRQ is a receive queue completing in order (srq: false) or an SRQ
+// completing the counter's slot.
+type fakeRQ struct {
+	srq   bool
+	wrID  []uint64
+	busy  []bool
+	head  uint16
+	tail  uint16
+	got   [][]byte
+	room  int
+	cnt   uint16
+	freed []uint16
+}
+
+func newFakeRQ(n uint16, srq bool) *fakeRQ {
+	return &fakeRQ{srq: srq, wrID: make([]uint64, n), busy: make([]bool, n), got: make([][]byte, n), room: 32, cnt: n}
+}
+
+func (r *fakeRQ) post(wrID uint64) uint16 {
+	i := r.head & (r.cnt - 1)
+	r.wrID[i], r.busy[i] = wrID, true
+	r.head++
+	return i
+}
+
+func (r *fakeRQ) completeRecv(wqeCounter uint16, inline []byte) (uint64, provider.WCStatus, bool) {
+	var i uint16
+	if r.srq {
+		if wqeCounter >= r.cnt || !r.busy[wqeCounter] {
+			return 0, 0, false
+		}
+		i = wqeCounter
+		r.freed = append(r.freed, i)
+	} else {
+		if r.head == r.tail {
+			return 0, 0, false
+		}
+		i = r.tail & (r.cnt - 1)
+		r.tail++
+	}
+	r.busy[i] = false
+	status := provider.WCSuccess
+	if inline != nil {
+		if len(inline) > r.room {
+			status = provider.WCLocLenErr
+		} else {
+			r.got[i] = append([]byte(nil), inline...)
+		}
+	}
+	return r.wrID[i], status, true
+}
+
+func (c *testCQ) ci() uint32 {
+	return binary.BigEndian.Uint32(unsafe.Slice((*byte)(unsafe.Pointer(&c.dbrec[0])), 4))
+}
+
+func TestCQEntries(t *testing.T) {
+	for _, tc := range []struct {
+		cqe  int
+		want uint32
+	}{{1, 2}, {2, 4}, {3, 4}, {4, 8}, {63, 64}, {64, 128}, {100, 128}, {1<<24 - 1, 1 << 24}} {
+		got, err := cqEntries(tc.cqe)
+		if err != nil || got != tc.want {
+			t.Errorf("cqEntries(%d) = %d, %v; want %d", tc.cqe, got, err, tc.want)
+		}
+	}
+	for _, cqe := range []int{0, -1, 1 << 24, 0x7fffffff, 1 << 40} {
+		_, err := cqEntries(cqe)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "cqe" {
+			t.Errorf("cqEntries(%d): %v, want a FieldError naming cqe", cqe, err)
+		}
+	}
+}
+
+func TestInitRing(t *testing.T) {
+	c := newTestCQ(t, 8)
+	for i := range c.ring {
+		want := byte(0)
+		if i%cqeSize == cqeOffOpOwn {
+			want = 0xf0
+		}
+		if c.ring[i] != want {
+			t.Fatalf("ring byte %d = %#x, want %#x", i, c.ring[i], want)
+		}
+	}
+	n, err := c.Poll(make([]provider.WC, 8))
+	if n != 0 || err != nil {
+		t.Fatalf("Poll of a new CQ = %d, %v", n, err)
+	}
+}
