@@ -18,7 +18,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -96,16 +95,6 @@ type Context struct {
 	closeErr  error
 	closed    bool
 	mu        sync.Mutex
-
-	// Device removal (removal.go): the watch, the error calls return once
-	// the library closed the context for a removed device, whether the
-	// DEVICE_FATAL event went out, and the completion channels to close.
-	watchID     uint64
-	removed     atomic.Pointer[removedError]
-	fatalSent   atomic.Bool
-	chans       sync.Map // id -> weak.Pointer[CompChannel]
-	relMu       sync.Mutex
-	devReleased bool
 }
 
 // Open opens the RDMA device named name (e.g. "rxe0", "mlx5_0").
@@ -169,12 +158,6 @@ func openDevice(dev deviceInfo, o *options) (*Context, error) {
 	if err := c.pctx.Started(c.conn); err != nil {
 		c.release()
 		return nil, fmt.Errorf("uverbs: open %s: %s provider: %w", dev.name, prov.Name(), err)
-	}
-	if o.kernel == nil && (o.sysRoot == "/" || o.sysRoot == "") {
-		if err := c.watchRemoval(); err != nil {
-			c.release()
-			return nil, fmt.Errorf("uverbs: open %s: %w", dev.name, err)
-		}
 	}
 	return c, nil
 }
