@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -31,7 +33,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		return nil, fmt.Errorf("uverbs: create_ah: %w", err)
 	}
 	if attr.PortNum == 0 {
-		return nil, fmt.Errorf("uverbs: create_ah: PortNum 0 is invalid; ports are numbered from 1")
+		return nil, fmt.Errorf("uverbs: create_ah: PortNum 0 is invalid; ports are numbered from 1: %w", unix.EINVAL)
 	}
 	c := pd.ctx
 	pc, ok := c.pctx.(provider.AHContext)
@@ -43,7 +45,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		return nil, fmt.Errorf("uverbs: create_ah: %w", err)
 	}
 	if pa.LinkLayer == LinkLayerEthernet && !attr.IsGlobal {
-		return nil, fmt.Errorf("uverbs: create_ah: port %d is RoCE: the address needs IsGlobal and a GRH", attr.PortNum)
+		return nil, fmt.Errorf("uverbs: create_ah: port %d is RoCE: the address needs IsGlobal and a GRH: %w", attr.PortNum, unix.EINVAL)
 	}
 	pah, err := pc.NewAH()
 	if err != nil {
@@ -122,7 +124,7 @@ func (qp *QP) mcast(verb string, cmd uint32, gid GID, lid uint16) error {
 		return fmt.Errorf("uverbs: %s: %w", verb, err)
 	}
 	if qp.typ != QPTypeUD {
-		return fmt.Errorf("uverbs: %s: only UD QPs join multicast groups, QP %d is %v", verb, qp.qpn, qp.typ)
+		return fmt.Errorf("uverbs: %s: only UD QPs join multicast groups, QP %d is %v: %w", verb, qp.qpn, qp.typ, unix.EINVAL)
 	}
 	req := abi.AttachMcast{GID: gid, QPHandle: qp.handle, MLID: lid}
 	return qp.pd.ctx.conn.Write(verb, &transport.Write{Cmd: cmd, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})

@@ -3,6 +3,8 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+
+	"golang.org/x/sys/unix"
 )
 
 // Endpoint is what two peers exchange out of band to connect QPs, as the
@@ -47,7 +49,7 @@ func (qp *QP) Connect(a ConnectAttr) error {
 		mtu = MTU1024
 	}
 	if a.SGIDIndex < -1 || a.SGIDIndex > 255 {
-		return fmt.Errorf("uverbs: connect: SGIDIndex %d out of range", a.SGIDIndex)
+		return fmt.Errorf("uverbs: connect: SGIDIndex %d out of range: %w", a.SGIDIndex, unix.EINVAL)
 	}
 	init := QPAttr{State: QPStateInit, Port: port, AccessFlags: a.Access, Qkey: a.Qkey}
 	mask := QPAttrState | QPAttrPkeyIndex | QPAttrPort

@@ -150,13 +150,13 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		o = *opts
 	}
 	if cqe < 1 {
-		return nil, fmt.Errorf("uverbs: create_cq: cqe %d: a CQ needs at least one entry", cqe)
+		return nil, fmt.Errorf("uverbs: create_cq: cqe %d: a CQ needs at least one entry: %w", cqe, unix.EINVAL)
 	}
 	if cqe > 0x7fffffff {
-		return nil, fmt.Errorf("uverbs: create_cq: cqe %d is beyond the ABI", cqe)
+		return nil, fmt.Errorf("uverbs: create_cq: cqe %d is beyond the ABI: %w", cqe, unix.EINVAL)
 	}
 	if o.CompVector < 0 || (c.numCV > 0 && o.CompVector >= c.numCV) {
-		return nil, fmt.Errorf("uverbs: create_cq: comp vector %d: the device has %d (0..%d)", o.CompVector, c.numCV, c.numCV-1)
+		return nil, fmt.Errorf("uverbs: create_cq: comp vector %d: the device has %d (0..%d): %w", o.CompVector, c.numCV, c.numCV-1, unix.EINVAL)
 	}
 	pc, ok := c.pctx.(provider.CQContext)
 	if !ok {
@@ -164,7 +164,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	}
 	if o.Channel != nil {
 		if o.Channel.ctx != c {
-			return nil, fmt.Errorf("uverbs: create_cq: the completion channel belongs to another context")
+			return nil, fmt.Errorf("uverbs: create_cq: the completion channel belongs to another context: %w", unix.EINVAL)
 		}
 		if err := o.Channel.attach(); err != nil {
 			return nil, fmt.Errorf("uverbs: create_cq: %w", err)
@@ -281,7 +281,7 @@ func (cq *CQ) Resize(cqe int) error {
 		return fmt.Errorf("uverbs: resize_cq: %w", err)
 	}
 	if cqe < 1 || cqe > 0x7fffffff {
-		return fmt.Errorf("uverbs: resize_cq: cqe %d out of range", cqe)
+		return fmt.Errorf("uverbs: resize_cq: cqe %d out of range: %w", cqe, unix.EINVAL)
 	}
 	r, ok := cq.prov.(provider.CQResizer)
 	if !ok {

@@ -31,7 +31,7 @@ func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 		return GIDEntry{}, err
 	}
 	if index < 0 || index > 0x7fff_ffff {
-		return GIDEntry{}, fmt.Errorf("uverbs: query_gid on %s port %d: GID index %d out of range", c.name, port, index)
+		return GIDEntry{}, fmt.Errorf("uverbs: query_gid on %s port %d: GID index %d out of range: %w", c.name, port, index, unix.EINVAL)
 	}
 	var e abi.GIDEntry
 	var out GIDEntry
@@ -133,7 +133,7 @@ func (c *Context) portAttrs() ([]portAttr, error) {
 
 func (c *Context) checkPort(verb string, port uint8) error {
 	if port == 0 {
-		return fmt.Errorf("uverbs: %s on %s: port 0 is invalid; ports are numbered from 1", verb, c.name)
+		return fmt.Errorf("uverbs: %s on %s: port 0 is invalid; ports are numbered from 1: %w", verb, c.name, unix.EINVAL)
 	}
 	return nil
 }

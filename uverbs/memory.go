@@ -27,12 +27,12 @@ var ErrBusy = errors.New("uverbs: object is still in use")
 // AllocBuffer maps size bytes (rounded up to whole pages), zeroed.
 func AllocBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
-		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: must be positive", size)
+		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: must be positive: %w", size, unix.EINVAL)
 	}
 	page := os.Getpagesize()
 	n := (size + page - 1) / page * page
 	if n < size {
-		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d overflows", size)
+		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d overflows: %w", size, unix.EINVAL)
 	}
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -94,7 +94,7 @@ func (b *Buffer) hold(off, length int) ([]byte, error) {
 		return nil, fmt.Errorf("uverbs: buffer: %w", ErrClosed)
 	}
 	if off < 0 || length <= 0 || off > len(b.mem) || length > len(b.mem)-off {
-		return nil, fmt.Errorf("uverbs: buffer range [%d, %d+%d) is outside the %d-byte buffer", off, off, length, len(b.mem))
+		return nil, fmt.Errorf("uverbs: buffer range [%d, %d+%d) is outside the %d-byte buffer: %w", off, off, length, len(b.mem), unix.EINVAL)
 	}
 	b.regs++
 	return b.mem[off : off+length], nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/transport"
 )
@@ -83,7 +85,7 @@ func (pd *PD) RegisterBuffer(b *Buffer, off, length int, access Access) (*MR, er
 // (the address remote peers use; set useIOVA) as ibv_reg_mr_iova does.
 func (pd *PD) RegisterBufferIOVA(b *Buffer, off, length int, iova uint64, access Access, useIOVA bool) (*MR, error) {
 	if b == nil {
-		return nil, fmt.Errorf("uverbs: reg_mr: nil buffer")
+		return nil, fmt.Errorf("uverbs: reg_mr: nil buffer: %w", unix.EINVAL)
 	}
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: reg_mr: %w", err)
@@ -111,7 +113,7 @@ func (pd *PD) RegisterBufferIOVA(b *Buffer, off, length int, iova uint64, access
 // the device write to it after Close.
 func (pd *PD) RegisterPinned(mem []byte, access Access) (*MR, error) {
 	if len(mem) == 0 {
-		return nil, fmt.Errorf("uverbs: reg_mr: empty memory")
+		return nil, fmt.Errorf("uverbs: reg_mr: empty memory: %w", unix.EINVAL)
 	}
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: reg_mr: %w", err)
@@ -129,11 +131,11 @@ func (pd *PD) RegisterPinned(mem []byte, access Access) (*MR, error) {
 
 func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
 	if access&^accessKnown != 0 {
-		return nil, fmt.Errorf("uverbs: reg_mr: access %v has unknown bits", access)
+		return nil, fmt.Errorf("uverbs: reg_mr: access %v has unknown bits: %w", access, unix.EINVAL)
 	}
 	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
 		// The kernel says EINVAL; say why first.
-		return nil, fmt.Errorf("uverbs: reg_mr: access %v: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE", access)
+		return nil, fmt.Errorf("uverbs: reg_mr: access %v: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE: %w", access, unix.EINVAL)
 	}
 	c := pd.ctx
 	sent := access

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/transport"
 )
@@ -38,7 +40,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, fmt.Errorf("uverbs: alloc_mw: %w", err)
 	}
 	if typ != MWType1 && typ != MWType2 {
-		return nil, fmt.Errorf("uverbs: alloc_mw: type %d: want 1 or 2", typ)
+		return nil, fmt.Errorf("uverbs: alloc_mw: type %d: want 1 or 2: %w", typ, unix.EINVAL)
 	}
 	c := pd.ctx
 	req := abi.AllocMW{PDHandle: pd.handle, MWType: uint8(typ)}
@@ -92,7 +94,7 @@ const (
 // an error matching ErrNotSupported.
 func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 	if flags == 0 || flags&^(ReregPD|ReregAccess) != 0 {
-		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess", flags)
+		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess: %w", flags, unix.EINVAL)
 	}
 	if mr == nil {
 		return errNilMR
@@ -109,7 +111,7 @@ func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 			return fmt.Errorf("uverbs: rereg_mr: %w", err)
 		}
 		if pd.ctx != c {
-			return fmt.Errorf("uverbs: rereg_mr: the PD belongs to another context")
+			return fmt.Errorf("uverbs: rereg_mr: the PD belongs to another context: %w", unix.EINVAL)
 		}
 		req.PDHandle = pd.handle
 	}
@@ -141,7 +143,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: %w", err)
 	}
 	if fd < 0 || length == 0 {
-		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: fd %d length %d: want a dma-buf fd and a positive length", fd, length)
+		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: fd %d length %d: want a dma-buf fd and a positive length: %w", fd, length, unix.EINVAL)
 	}
 	c := pd.ctx
 	var lkey, rkey uint32

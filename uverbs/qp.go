@@ -9,6 +9,8 @@ import (
 	"unsafe"
 	"weak"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -99,20 +101,23 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	case QPTypeXRCSend, QPTypeXRCRecv:
 		return nil, fmt.Errorf("uverbs: create_qp: XRC QPs need an XRC domain: %w", ErrNotSupported)
 	default:
-		return nil, fmt.Errorf("uverbs: create_qp: Type %v is not a QP type", attr.Type)
+		return nil, fmt.Errorf("uverbs: create_qp: Type %v is not a QP type: %w", attr.Type, unix.EINVAL)
 	}
 	if attr.SendCQ == nil || (attr.RecvCQ == nil && attr.SRQ == nil) {
-		return nil, fmt.Errorf("uverbs: create_qp: SendCQ and RecvCQ are required")
+		return nil, fmt.Errorf("uverbs: create_qp: SendCQ and RecvCQ are required: %w", unix.EINVAL)
 	}
 	if attr.RecvCQ == nil {
-		return nil, fmt.Errorf("uverbs: create_qp: RecvCQ is required (also with an SRQ)")
+		return nil, fmt.Errorf("uverbs: create_qp: RecvCQ is required (also with an SRQ): %w", unix.EINVAL)
 	}
-	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
-		if cq.ctx != c {
-			return nil, fmt.Errorf("uverbs: create_qp: a CQ belongs to another context")
+	for _, cq := range []struct {
+		field string
+		cq    *CQ
+	}{{"SendCQ", attr.SendCQ}, {"RecvCQ", attr.RecvCQ}} {
+		if cq.cq.ctx != c {
+			return nil, fmt.Errorf("uverbs: create_qp: %s belongs to another context: %w", cq.field, unix.EINVAL)
 		}
-		if err := cq.use(); err != nil {
-			return nil, fmt.Errorf("uverbs: create_qp: %w", err)
+		if err := cq.cq.use(); err != nil {
+			return nil, fmt.Errorf("uverbs: create_qp: %s: %w", cq.field, err)
 		}
 	}
 	if attr.SRQ != nil {
@@ -120,10 +125,10 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 			return nil, fmt.Errorf("uverbs: create_qp: %w", err)
 		}
 		if attr.SRQ.pd.ctx != c {
-			return nil, fmt.Errorf("uverbs: create_qp: the SRQ belongs to another context")
+			return nil, fmt.Errorf("uverbs: create_qp: the SRQ belongs to another context: %w", unix.EINVAL)
 		}
 		if attr.Cap.MaxRecvWr != 0 || attr.Cap.MaxRecvSGE != 0 {
-			return nil, fmt.Errorf("uverbs: create_qp: Cap.MaxRecvWr and MaxRecvSGE must be 0 with an SRQ")
+			return nil, fmt.Errorf("uverbs: create_qp: Cap.MaxRecvWr and MaxRecvSGE must be 0 with an SRQ: %w", unix.EINVAL)
 		}
 	}
 	pc, ok := c.pctx.(provider.QPContext)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/transport"
 )
@@ -177,16 +179,16 @@ func requiredAttrs(t QPType, from, to QPState) QPAttrMask {
 // the kernel is asked, with the missing fields named.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if attr == nil {
-		return fmt.Errorf("uverbs: modify_qp: nil attributes")
+		return fmt.Errorf("uverbs: modify_qp: nil attributes: %w", unix.EINVAL)
 	}
 	if err := qp.use(); err != nil {
 		return fmt.Errorf("uverbs: modify_qp: %w", err)
 	}
 	if mask == 0 {
-		return fmt.Errorf("uverbs: modify_qp: empty attribute mask")
+		return fmt.Errorf("uverbs: modify_qp: empty attribute mask: %w", unix.EINVAL)
 	}
 	if unknown := mask &^ (QPAttrRateLimit<<1 - 1); unknown != 0 {
-		return fmt.Errorf("uverbs: modify_qp: unknown mask bits %#x", uint32(unknown))
+		return fmt.Errorf("uverbs: modify_qp: unknown mask bits %#x: %w", uint32(unknown), unix.EINVAL)
 	}
 	cur := qp.State()
 	if mask&QPAttrCurState != 0 {
@@ -195,20 +197,20 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrState != 0 {
 		to := attr.State
 		if to > QPStateErr {
-			return fmt.Errorf("uverbs: modify_qp: State %d is not a QP state", to)
+			return fmt.Errorf("uverbs: modify_qp: State %d is not a QP state: %w", to, unix.EINVAL)
 		}
 		if to != QPStateReset && to != QPStateErr && !validTransitions[[2]QPState{cur, to}] {
-			return fmt.Errorf("uverbs: modify_qp: QP %d cannot go from %v to %v", qp.qpn, cur, to)
+			return fmt.Errorf("uverbs: modify_qp: QP %d cannot go from %v to %v: %w", qp.qpn, cur, to, unix.EINVAL)
 		}
 		if missing := requiredAttrs(qp.typ, cur, to) &^ mask; missing != 0 {
-			return fmt.Errorf("uverbs: modify_qp: %v QP %d from %v to %v needs %v", qp.typ, qp.qpn, cur, to, missing)
+			return fmt.Errorf("uverbs: modify_qp: %v QP %d from %v to %v needs %v: %w", qp.typ, qp.qpn, cur, to, missing, unix.EINVAL)
 		}
 	}
 	if mask&QPAttrPathMTU != 0 && attr.PathMTU.Bytes() == 0 {
-		return fmt.Errorf("uverbs: modify_qp: PathMTU %d is not an MTU", attr.PathMTU)
+		return fmt.Errorf("uverbs: modify_qp: PathMTU %d is not an MTU: %w", attr.PathMTU, unix.EINVAL)
 	}
 	if mask&QPAttrPort != 0 && attr.Port == 0 {
-		return fmt.Errorf("uverbs: modify_qp: Port 0 is invalid; ports are numbered from 1")
+		return fmt.Errorf("uverbs: modify_qp: Port 0 is invalid; ports are numbered from 1: %w", unix.EINVAL)
 	}
 	if err := qp.modify(attr, mask); err != nil {
 		return err

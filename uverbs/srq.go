@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
@@ -44,7 +46,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 		return nil, fmt.Errorf("uverbs: create_srq: %w", err)
 	}
 	if attr.MaxWr == 0 || attr.MaxSGE == 0 {
-		return nil, fmt.Errorf("uverbs: create_srq: MaxWr %d and MaxSGE %d must be positive", attr.MaxWr, attr.MaxSGE)
+		return nil, fmt.Errorf("uverbs: create_srq: MaxWr %d and MaxSGE %d must be positive: %w", attr.MaxWr, attr.MaxSGE, unix.EINVAL)
 	}
 	c := pd.ctx
 	pc, ok := c.pctx.(provider.SRQContext)
@@ -122,7 +124,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask int) error {
 		return fmt.Errorf("uverbs: modify_srq: %w", err)
 	}
 	if mask == 0 || mask&^(SRQAttrMaxWr|SRQAttrLimit) != 0 {
-		return fmt.Errorf("uverbs: modify_srq: mask %#x: want SRQAttrMaxWr and/or SRQAttrLimit", mask)
+		return fmt.Errorf("uverbs: modify_srq: mask %#x: want SRQAttrMaxWr and/or SRQAttrLimit: %w", mask, unix.EINVAL)
 	}
 	c := s.pd.ctx
 	req := abi.ModifySRQ{SRQHandle: s.handle, AttrMask: uint32(mask), MaxWr: attr.MaxWr, SRQLimit: attr.SRQLimit}
