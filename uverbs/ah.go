@@ -57,6 +57,19 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		GRH:  abi.GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
 		DLID: d.DLID, SL: d.SL, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal, PortNum: d.PortNum,
 	}}
+	if a, ok := pah.(provider.AHAddresser); ok {
+		addr := provider.AHAddress{Attr: req.Attr, Ethernet: pa.LinkLayer == LinkLayerEthernet}
+		if addr.Ethernet {
+			g, err := c.QueryGID(attr.PortNum, int(d.SGIDIndex))
+			if err != nil {
+				return nil, fmt.Errorf("uverbs: create_ah: %w", err)
+			}
+			addr.RoCEv2 = g.Type == GIDTypeRoCEv2
+		}
+		if err := a.SetAddress(addr); err != nil {
+			return nil, fmt.Errorf("uverbs: create_ah: %s provider: %w", c.prov.Name(), err)
+		}
+	}
 	drvIn, drvOut := pah.CreateData()
 	var resp abi.CreateAHResp
 	if err := c.writeDriver("create_ah", abi.CmdCreateAH, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {

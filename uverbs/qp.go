@@ -139,6 +139,10 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		Type: provider.QPType(attr.Type), MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr,
 		MaxSendSGE: attr.Cap.MaxSendSGE, MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
 		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll,
+		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov,
+	}
+	if attr.SRQ != nil {
+		init.SRQ = attr.SRQ.prov
 	}
 	pqp, err := pc.NewQP(init)
 	if err != nil {

@@ -144,6 +144,12 @@ type QPInit struct {
 	MaxInlineData uint32
 	HasSRQ        bool
 	SQSigAll      bool
+	// The provider halves of the QP's CQs and SRQ (SRQ nil without one):
+	// mlx5 links its queues to them so that completions find their work
+	// requests.
+	SendCQ CQ
+	RecvCQ CQ
+	SRQ    SRQ
 }
 
 // QPContext is implemented by provider contexts that support queue pairs.
@@ -205,6 +211,22 @@ type AH interface {
 	// Destroyed runs once the kernel destroyed the AH: work requests must
 	// no longer name it.
 	Destroyed()
+}
+
+// AHAddress is what a provider needs to build an address vector itself.
+type AHAddress struct {
+	Attr abi.AHAttr
+	// Ethernet: the port's link layer is Ethernet (RoCE).
+	Ethernet bool
+	// RoCEv2: the source GID (Attr.GRH.SGIDIndex) is a RoCE v2 GID, whose
+	// packets are UDP encapsulated.
+	RoCEv2 bool
+}
+
+// AHAddresser is implemented by provider AHs that build the address vector
+// of UD work requests themselves (mlx5); it runs before CreateData.
+type AHAddresser interface {
+	SetAddress(a AHAddress) error
 }
 
 // CQResizer is implemented by provider CQs that can be resized.
