@@ -84,7 +84,10 @@ type SendWR struct {
 	AH         AHRef
 	RemoteQPN  uint32
 	RemoteQkey uint32
-	Bind       BindMW
+	// XRCRemoteSRQN is the SRQ an XRC_SEND work request is delivered to
+	// (on the XRC target QP's side).
+	XRCRemoteSRQN uint32
+	Bind          BindMW
 }
 
 // AHRef is an address handle as callers hold it.
