@@ -27,6 +27,14 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 	if cq.armDB == nil {
 		return ErrNoCQDoorbell
 	}
+	if cq.ctx != nil {
+		// The UAR page is unmapped when the context closes.
+		cq.ctx.life.mu.RLock()
+		defer cq.ctx.life.mu.RUnlock()
+		if cq.ctx.life.closed {
+			return provider.ErrClosed
+		}
+	}
 	cmd := uint32(cqDBReqNot)
 	if solicitedOnly {
 		cmd = cqDBReqNotSol

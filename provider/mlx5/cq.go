@@ -2,10 +2,16 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/transport"
 )
 
 // CQ is an mlx5 completion queue: a ring of 64-byte CQEs in memory the
@@ -31,12 +37,13 @@ type CQ struct {
 	armDB unsafe.Pointer // the UAR's CQ doorbell register (UAR page + 0x20)
 
 	closed bool
-	res    cqResources
-}
 
-// cqResources is what creation allocated and Destroyed gives back.
-type cqResources struct {
-	release func() error
+	// Creation: what Destroyed gives back, and the driver data.
+	ctx  *Context
+	buf  queueBuffer
+	db   dbRecord
+	req  abi.MLX5CreateCQ
+	resp abi.MLX5CreateCQResp
 }
 
 // Arm doorbell (MLX5_CQ_DB_REQ_NOT*) and the doorbell record's words.
@@ -142,4 +149,82 @@ func (cq *CQ) clean(l *cqLink) {
 		cq.cons += freed
 		atomic.StoreUint32(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
 	}
+}
+
+// NewCQ implements provider.CQContext as libmlx5's create_cq: a ring of
+// roundup_pow_of_two(cqe+1) 64-byte CQEs in page-aligned memory, every
+// entry invalid and owned by the hardware, a zeroed doorbell record, and
+// the driver data naming them (and the NC UAR page the CQ is armed
+// through, when the context has one).
+func (c *Context) NewCQ(cqe int) (provider.CQ, error) {
+	ncqe, err := cqEntries(cqe)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := c.allocBuf(int(ncqe)*cqeSize, c.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	initRing(buf.mem[:int(ncqe)*cqeSize])
+	db, err := c.dbrecs.alloc()
+	if err != nil {
+		buf.free()
+		return nil, err
+	}
+	uar, pageID, named := c.CQUAR()
+	var armDB unsafe.Pointer
+	if uar != nil {
+		armDB = unsafe.Add(uar, cqDoorbellOffset)
+	}
+	cq, err := newCQ(buf.mem, ncqe, db.words, 0, armDB)
+	if err != nil {
+		buf.free()
+		c.dbrecs.release(db)
+		return nil, err
+	}
+	cq.ctx, cq.buf, cq.db = c, buf, db
+	cq.req = abi.MLX5CreateCQ{BufAddr: buf.addr(), DBAddr: db.addr(), CQESize: cqeSize}
+	if named {
+		cq.req.Flags |= abi.MLX5CreateCQFlagUARPageIndex
+		cq.req.UARPageIndex = uint16(pageID)
+	}
+	return cq, nil
+}
+
+// CreateData implements provider.CQ.
+func (cq *CQ) CreateData() (in, out []byte) {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&cq.req)), unsafe.Sizeof(cq.req)),
+		unsafe.Slice((*byte)(unsafe.Pointer(&cq.resp)), unsafe.Sizeof(cq.resp))
+}
+
+// Created implements provider.CQ: the CQN comes from the driver response.
+// The kernel rounds as libmlx5 does, so the capacity it grants is the
+// ring less one.
+func (cq *CQ) Created(_ *transport.Conn, _ uint32, cqe int) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cqe != int(cq.ncqe)-1 {
+		return fmt.Errorf("mlx5: create_cq: the kernel granted %d entries for a ring of %d", cqe, cq.ncqe)
+	}
+	cq.cqn = cq.resp.CQN
+	return nil
+}
+
+// Destroyed implements provider.CQ: the ring and the doorbell record go
+// back once the kernel no longer lets the HCA write them.
+func (cq *CQ) Destroyed() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return nil
+	}
+	cq.closed = true
+	cq.ring = nil
+	cq.last, cq.qps, cq.srqs = nil, nil, nil
+	var errs []error
+	if cq.ctx != nil {
+		errs = append(errs, cq.ctx.dbrecs.release(cq.db))
+	}
+	errs = append(errs, cq.buf.free())
+	return errors.Join(errs...)
 }

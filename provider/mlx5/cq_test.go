@@ -241,3 +241,62 @@ func TestInitRing(t *testing.T) {
 		t.Fatalf("Poll of a new CQ = %d, %v", n, err)
 	}
 }
+
+func TestNewCQ(t *testing.T) {
+	c := newContext(4096)
+	c.dbrecs = newDBAllocator(4096, 64)
+	for _, tc := range []struct{ cqe, ncqe int }{{1, 2}, {63, 64}, {64, 128}, {1000, 1024}} {
+		pcq, err := c.NewCQ(tc.cqe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq := pcq.(*CQ)
+		if cq.Entries() != tc.ncqe {
+			t.Errorf("cqe %d: %d entries, want %d", tc.cqe, cq.Entries(), tc.ncqe)
+		}
+		if cq.req.BufAddr%4096 != 0 || cq.req.BufAddr != cq.buf.addr() || cq.req.DBAddr != cq.db.addr() || cq.req.CQESize != 64 ||
+			cq.req.Flags != 0 || cq.req.CQECompEn != 0 {
+			t.Errorf("cqe %d: driver data %+v", tc.cqe, cq.req)
+		}
+		if len(cq.buf.mem)%4096 != 0 || len(cq.buf.mem) < tc.ncqe*64 {
+			t.Errorf("cqe %d: ring of %d bytes", tc.cqe, len(cq.buf.mem))
+		}
+		for i := 0; i < tc.ncqe*64; i++ {
+			want := byte(0)
+			if i%64 == 63 {
+				want = 0xf0
+			}
+			if cq.buf.mem[i] != want {
+				t.Fatalf("cqe %d: ring byte %d = %#x, want %#x", tc.cqe, i, cq.buf.mem[i], want)
+			}
+		}
+		if *cq.db.words != [2]uint32{} {
+			t.Errorf("doorbell record %v, want zero", *cq.db.words)
+		}
+		in, out := cq.CreateData()
+		if len(in) != 32 || len(out) != 8 {
+			t.Errorf("driver data sizes %d, %d; want 32, 8", len(in), len(out))
+		}
+		binary.LittleEndian.PutUint32(out, 0x456)
+		if err := cq.Created(nil, 1, tc.ncqe-1); err != nil || cq.CQN() != 0x456 {
+			t.Errorf("Created: %v, CQN %#x", err, cq.CQN())
+		}
+		if err := cq.Arm(false); !errors.Is(err, ErrNoCQDoorbell) {
+			t.Errorf("Arm without a UAR: %v", err)
+		}
+		if err := cq.Destroyed(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cq.Poll(make([]provider.WC, 1)); !errors.Is(err, provider.ErrClosed) {
+			t.Errorf("Poll after destroy: %v", err)
+		}
+	}
+	if _, err := c.NewCQ(0); err == nil {
+		t.Error("NewCQ(0) succeeded")
+	}
+	pcq, _ := c.NewCQ(10)
+	if err := pcq.Created(nil, 1, 7); err == nil {
+		t.Error("Created accepted a capacity that is not the ring's")
+	}
+	pcq.Destroyed()
+}
