@@ -1,0 +1,567 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// pollBatch is CTX_POLL_BATCH: completions taken per poll in bw tests.
+const pollBatch = 16
+
+// errAborted is the run's context ending while a loop spins.
+var errAborted = fmt.Errorf("aborted")
+
+// checkEvery is how many empty polls pass between looks at the context: a
+// busy loop must still end when the run is cancelled.
+const checkEvery = 1 << 14
+
+// sendOpcode is the work request of the test.
+func (p *perf) sendOpcode() uverbs.WROpcode {
+	switch p.cfg.test.verb {
+	case verbWrite:
+		return uverbs.WRRDMAWrite
+	case verbRead:
+		return uverbs.WRRDMARead
+	case verbAtomic:
+		if p.cfg.atomic == atomicCAS {
+			return uverbs.WRAtomicCmpAndSwp
+		}
+		return uverbs.WRAtomicFetchAndAdd
+	}
+	return uverbs.WRSend
+}
+
+// inc is INC(size, cache_line_size): the step between consecutive messages
+// in the cycle buffer.
+func (p *perf) inc(size int) int {
+	if size > p.cacheLine {
+		return (size + p.cacheLine - 1) / p.cacheLine * p.cacheLine
+	}
+	return p.cacheLine
+}
+
+// baseWR is the work request of QP i for a message of size bytes, as
+// ctx_set_send_wqes builds it (flags aside).
+func (p *perf) baseWR(i, size int, sge *uverbs.SGE) uverbs.SendWR {
+	c := p.cfg
+	*sge = uverbs.SGE{Addr: p.mr.Addr() + uint64(i*p.buffSize), Length: uint32(size), Lkey: p.mr.Lkey()}
+	w := uverbs.SendWR{ID: uint64(i), Opcode: p.sendOpcode(), SGL: unsafe.Slice(sge, 1)}
+	r := p.remote[i]
+	switch c.test.verb {
+	case verbWrite, verbRead, verbAtomic:
+		w.RemoteAddr, w.Rkey = r.VAddr, r.Rkey
+	}
+	if c.test.verb == verbAtomic && c.atomic == atomicFAA {
+		w.CompareAdd = 1 // ATOMIC_ADD_VALUE
+	}
+	if c.conn == connUD {
+		w.AH, w.RemoteQPN, w.RemoteQkey = p.ahs[i], r.QPN, defQkey
+	}
+	if (c.test.verb == verbSend || c.test.verb == verbWrite) && size <= p.inline {
+		w.Flags |= uverbs.SendInline
+	}
+	return w
+}
+
+// recvAddr is where QP i's receives start (ctx_set_recv_wqes).
+func (p *perf) recvAddr(i int) uint64 {
+	a := p.mr.Addr() + uint64((p.cfg.numQPs+i)*p.buffSize)
+	if p.cfg.conn == connUD {
+		a += uint64(p.cacheLine - udGRHBytes)
+	}
+	return a
+}
+
+// recvLen is the receive buffer of a message: UD's carries the GRH.
+func (p *perf) recvLen(size int) uint32 {
+	if p.cfg.conn == connUD {
+		return uint32(size + udGRHBytes)
+	}
+	return uint32(size)
+}
+
+// postRecvs posts n receives to QP i, one list, each at the next slot of
+// the cycle buffer as perftest advances them for bw tests; next is the
+// index of the first, and the returned value the index after the last.
+func (p *perf) postRecvs(i, n, next, size int, wrs []uverbs.RecvWR, sges []uverbs.SGE) (int, error) {
+	step := p.inc(size)
+	slots := 1
+	if p.cfg.test.kind == kindBW && size <= p.cycleBuffer/2 {
+		slots = p.cycleBuffer / step
+	}
+	for k := 0; k < n; k++ {
+		sges[k] = uverbs.SGE{Addr: p.recvAddr(i) + uint64(((next+k)%slots)*step), Length: p.recvLen(size), Lkey: p.mr.Lkey()}
+		wrs[k] = uverbs.RecvWR{ID: uint64(i), SGL: sges[k : k+1]}
+	}
+	if err := p.qps[i].PostRecv(wrs[:n]); err != nil {
+		return next, err
+	}
+	return next + n, nil
+}
+
+// runLat is the latency tests' part after the connection: the loop for
+// every size and its report.
+func (p *perf) runLat(ctx context.Context) error {
+	c := p.cfg
+	if c.test.verb == verbRead || c.test.verb == verbAtomic {
+		if !p.isClient() {
+			// The server of read_lat and atomic_lat only lends its memory.
+			if err := p.closeComm(); err != nil {
+				return err
+			}
+			fmt.Fprint(p.stdout, resultLine)
+			return nil
+		}
+	}
+	p.printLatHeader()
+	for _, size := range p.sizes() {
+		if c.test.verb == verbSend {
+			wrs := make([]uverbs.RecvWR, c.rxDepth)
+			sges := make([]uverbs.SGE, c.rxDepth)
+			if _, err := p.postRecvs(0, c.rxDepth, 0, size, wrs, sges); err != nil {
+				return p.fail(err, " Failed to post receive recv_wqes")
+			}
+			if err := p.sync(); err != nil {
+				return err
+			}
+		}
+		p.tposted = make([]uint64, c.iters)
+		var err error
+		switch c.test.verb {
+		case verbWrite:
+			err = p.latWrite(ctx, size)
+		case verbSend:
+			err = p.latSend(ctx, size)
+		default:
+			err = p.latRead(ctx, size)
+		}
+		if err != nil {
+			return err
+		}
+		p.printLatReport(size)
+	}
+	fmt.Fprint(p.stdout, resultLine)
+	if c.test.verb == verbWrite {
+		return nil // write_lat ends without closing the exchange
+	}
+	return p.closeComm()
+}
+
+// pollOne busy-polls cq for one completion.
+func (p *perf) pollOne(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what string) error {
+	for spins := 1; ; spins++ {
+		n, err := cq.Poll(wc[:1])
+		if err != nil {
+			return p.fail(err, "poll CQ failed")
+		}
+		if n == 1 {
+			if wc[0].Status != uverbs.WCSuccess {
+				return p.fail(nil, " Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)",
+					what, int(wc[0].Status), wc[0].ID, wc[0].VendorErr, wc[0].Status)
+			}
+			return nil
+		}
+		if spins%checkEvery == 0 && ctx.Err() != nil {
+			return p.fail(errAborted, "poll CQ aborted")
+		}
+	}
+}
+
+// latWrite is run_iter_lat_write: each side writes its counter into the
+// last byte of the peer's buffer and spins on its own until the peer's
+// write arrives; the server answers, the client starts.
+func (p *perf) latWrite(ctx context.Context, size int) error {
+	defer p.lockThread()()
+	c := p.cfg
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	wr[0].Flags |= uverbs.SendSignaled
+	mem := p.buf.Bytes()
+	postByte := &mem[size-1]
+	// The byte the peer writes, read through its aligned 32-bit word:
+	// Go has no volatile byte load.
+	pollOff := p.buffSize*c.numQPs + size - 1
+	pollWord := (*uint32)(unsafe.Pointer(&mem[pollOff&^3]))
+	shift := uint(pollOff&3) * 8
+	var wc [1]uverbs.WC
+	var scnt, ccnt, rcnt int
+	server := !p.isClient()
+	for scnt < c.iters || ccnt < c.iters || rcnt < c.iters {
+		if rcnt < c.iters && !(scnt < 1 && server) {
+			rcnt++
+			want := uint32(byte(rcnt))
+			for spins := 1; (atomic.LoadUint32(pollWord)>>shift)&0xff != want; spins++ {
+				if spins%checkEvery == 0 && ctx.Err() != nil {
+					return p.fail(errAborted, "write_lat: waiting for the peer's write %d", rcnt)
+				}
+			}
+		}
+		if scnt < c.iters {
+			p.tposted[scnt] = cycles()
+			scnt++
+			*postByte = byte(scnt)
+			if err := p.qps[0].PostSend(wr[:]); err != nil {
+				return p.fail(err, "Couldn't post send: scnt=%d", scnt)
+			}
+		}
+		if ccnt < c.iters {
+			if err := p.pollOne(ctx, p.sendCQ, wc[:], "send"); err != nil {
+				return err
+			}
+			ccnt++
+		}
+	}
+	return nil
+}
+
+// latRead is run_iter_lat (read_lat, atomic_lat): post, wait for the
+// completion, again.
+func (p *perf) latRead(ctx context.Context, size int) error {
+	defer p.lockThread()()
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	wr[0].Flags |= uverbs.SendSignaled
+	var wc [1]uverbs.WC
+	for scnt := 0; scnt < p.cfg.iters; {
+		p.tposted[scnt] = cycles()
+		scnt++
+		if err := p.qps[0].PostSend(wr[:]); err != nil {
+			return p.fail(err, "Couldn't post send: scnt=%d", scnt)
+		}
+		if err := p.pollOne(ctx, p.sendCQ, wc[:], "send"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latSend is run_iter_lat_send: the server waits for a message and
+// answers; receives are reposted one per message while more are due.
+func (p *perf) latSend(ctx context.Context, size int) error {
+	defer p.lockThread()()
+	c := p.cfg
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	// Post receives again at the first slot, as perftest reposts its one
+	// receive work request.
+	rsge := [1]uverbs.SGE{{Addr: p.recvAddr(0), Length: p.recvLen(size), Lkey: p.mr.Lkey()}}
+	rwr := [1]uverbs.RecvWR{{ID: 0, SGL: rsge[:]}}
+	var wc, swc [1]uverbs.WC
+	var scnt, rcnt int
+	client := p.isClient()
+	cqMod := min(c.cqMod, c.txDepth)
+	for scnt < c.iters || rcnt < c.iters {
+		if rcnt < c.iters && !(scnt < 1 && client) {
+			if err := p.pollOne(ctx, p.recvCQ, wc[:], "receive"); err != nil {
+				return err
+			}
+			rcnt++
+			if rcnt+c.rxDepth <= c.iters {
+				if err := p.qps[0].PostRecv(rwr[:]); err != nil {
+					return p.fail(err, "Couldn't post recv: rcnt=%d", rcnt)
+				}
+			}
+		}
+		if scnt < c.iters {
+			p.tposted[scnt] = cycles()
+			scnt++
+			poll := false
+			if scnt%cqMod == 0 || scnt == c.iters {
+				poll = true
+				wr[0].Flags |= uverbs.SendSignaled
+			}
+			if err := p.qps[0].PostSend(wr[:]); err != nil {
+				return p.fail(err, "Couldn't post send: scnt=%d", scnt)
+			}
+			if poll {
+				if err := p.pollOne(ctx, p.sendCQ, swc[:], "send"); err != nil {
+					return err
+				}
+				wr[0].Flags &^= uverbs.SendSignaled
+			}
+		}
+	}
+	return nil
+}
+
+// runBW is the bandwidth tests' part after the connection.
+func (p *perf) runBW(ctx context.Context) error {
+	c := p.cfg
+	p.printBWHeader()
+	if c.test.verb != verbSend && !p.isClient() {
+		// write_bw, read_bw, atomic_bw: the server waits for the client's
+		// end and prints its report.
+		if err := p.sync(); err != nil {
+			return err
+		}
+		theirs, err := p.comm.reports(bwReport{})
+		if err != nil {
+			return p.fail(err, " Failed to exchange data between server and clients")
+		}
+		p.printBWReport(theirs)
+		if err := p.closeComm(); err != nil {
+			return err
+		}
+		fmt.Fprint(p.stdout, resultLine)
+		return nil
+	}
+	var last bwReport
+	sizes := p.sizes()
+	for k, size := range sizes {
+		var err error
+		if c.test.verb == verbSend && !p.isClient() {
+			last, err = p.bwServer(ctx, size)
+		} else {
+			if c.test.verb == verbSend {
+				// The client waits for the server's receives.
+				if err := p.sync(); err != nil {
+					return err
+				}
+			}
+			last, err = p.bwClient(ctx, size)
+		}
+		if err != nil {
+			return err
+		}
+		p.printBWReport(last)
+		if c.test.verb == verbSend && c.all && k < len(sizes)-1 {
+			if err := p.sync(); err != nil {
+				return err
+			}
+		}
+	}
+	if c.all {
+		fmt.Fprint(p.stdout, resultLine)
+	}
+	if c.test.verb != verbSend {
+		if err := p.sync(); err != nil {
+			return err
+		}
+		if _, err := p.comm.reports(last); err != nil {
+			return p.fail(err, " Failed to exchange data between server and clients")
+		}
+	}
+	if err := p.closeComm(); err != nil {
+		return err
+	}
+	if !c.all {
+		fmt.Fprint(p.stdout, resultLine)
+	}
+	return nil
+}
+
+// bwQP is one QP's state in a bandwidth run.
+type bwQP struct {
+	wrs        []uverbs.SendWR
+	sges       []uverbs.SGE
+	scnt, ccnt int
+	unsignaled int // messages posted since the last signaled one
+	// pl1 (post list 1): the addresses perftest moves along the cycle
+	// buffer after each post.
+	locBase, remBase uint64
+}
+
+// The work request ID of a bandwidth run: the QP index in the low half,
+// how many messages its completion stands for in the high half.
+func bwID(qp, covers int) uint64 { return uint64(qp) | uint64(covers)<<32 }
+
+// bwClient is run_iter_bw: keep up to tx_depth messages in flight on
+// every QP, posted postList at a time with one completion per cqMod, and
+// count completions until iters per QP.
+func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
+	defer p.lockThread()()
+	c := p.cfg
+	pl, cqMod := p.postList, p.cqMod
+	perftestMode := !c.goBatching()
+	nqp := len(p.qps)
+	tot := c.iters * nqp
+	peak := !c.noPeak && c.iters <= 20000
+	if peak {
+		p.tposted = make([]uint64, tot)
+		p.tcompleted = make([]uint64, tot)
+	} else {
+		p.tposted, p.tcompleted = make([]uint64, 1), make([]uint64, 1)
+	}
+	step := uint64(p.inc(size))
+	cycle := size <= p.cycleBuffer/2
+	slots := uint64(1)
+	if cycle {
+		slots = uint64(p.cycleBuffer) / step
+	}
+	qs := make([]bwQP, nqp)
+	for i := range qs {
+		q := &qs[i]
+		q.wrs = make([]uverbs.SendWR, pl)
+		q.sges = make([]uverbs.SGE, pl)
+		for j := range q.wrs {
+			q.wrs[j] = p.baseWR(i, size, &q.sges[j])
+			if pl > 1 && cycle {
+				// A list's messages go to consecutive slots.
+				q.sges[j].Addr += (uint64(j) % slots) * step
+				if q.wrs[j].RemoteAddr != 0 {
+					q.wrs[j].RemoteAddr += (uint64(j) % slots) * step
+				}
+			}
+		}
+		q.locBase, q.remBase = q.sges[0].Addr, q.wrs[0].RemoteAddr
+	}
+	var wcs [pollBatch]uverbs.WC
+	totS, totC := 0, 0
+	if !peak {
+		p.tposted[0] = cycles()
+	}
+	spins := 0
+	for totS < tot || totC < tot {
+		for i := range qs {
+			q := &qs[i]
+			for q.scnt < c.iters && q.scnt-q.ccnt+pl <= c.txDepth {
+				n := min(pl, c.iters-q.scnt)
+				wrs := q.wrs[:n]
+				for j := range wrs {
+					q.unsignaled++
+					idx := q.scnt + j
+					var signal bool
+					if perftestMode {
+						if pl == 1 {
+							signal = (idx+1)%cqMod == 0 || idx == c.iters-1
+						} else {
+							signal = (j+1)%cqMod == 0
+						}
+					} else {
+						signal = j == n-1 || idx == c.iters-1
+					}
+					if signal {
+						wrs[j].Flags |= uverbs.SendSignaled
+						wrs[j].ID = bwID(i, q.unsignaled)
+						q.unsignaled = 0
+					} else {
+						wrs[j].Flags &^= uverbs.SendSignaled
+					}
+				}
+				if peak {
+					t := cycles()
+					for j := 0; j < n; j++ {
+						p.tposted[totS+j] = t
+					}
+				}
+				if err := p.qps[i].PostSend(wrs); err != nil {
+					return bwReport{}, p.fail(err, "Couldn't post send: qp %d scnt=%d ", i, q.scnt)
+				}
+				if pl == 1 && cycle {
+					// increase_loc_addr / increase_rem_addr.
+					k := uint64(q.scnt+1) % slots
+					q.sges[0].Addr = q.locBase + k*step
+					if q.remBase != 0 {
+						q.wrs[0].RemoteAddr = q.remBase + k*step
+					}
+				}
+				q.scnt += n
+				totS += n
+			}
+		}
+		if totC < tot {
+			ne, err := p.sendCQ.Poll(wcs[:])
+			if err != nil {
+				return bwReport{}, p.fail(err, "poll CQ failed")
+			}
+			if ne == 0 {
+				if spins++; spins%checkEvery == 0 && ctx.Err() != nil {
+					return bwReport{}, p.fail(errAborted, "poll CQ aborted")
+				}
+				continue
+			}
+			t := uint64(0)
+			if peak {
+				t = cycles()
+			}
+			for k := 0; k < ne; k++ {
+				wc := &wcs[k]
+				if wc.Status != uverbs.WCSuccess {
+					return bwReport{}, p.fail(nil, " Completion with error at client\n Failed status %d: wr_id %d syndrom 0x%x\nscnt=%d, ccnt=%d",
+						int(wc.Status), wc.ID&0xffffffff, wc.VendorErr, totS, totC)
+				}
+				qi, covers := int(wc.ID&0xffffffff), int(wc.ID>>32)
+				qs[qi].ccnt += covers
+				if peak {
+					for j := 0; j < covers && totC+j < tot; j++ {
+						p.tcompleted[totC+j] = t
+					}
+				}
+				totC += covers
+			}
+		}
+	}
+	if !peak {
+		p.tcompleted[0] = cycles()
+	}
+	return p.bwResult(size, tot, peak, pl, cqMod), nil
+}
+
+// bwServer is run_iter_bw_server (send_bw): receives posted rx_depth
+// ahead, reposted as they complete, until iters per QP. The clock starts at
+// the first message.
+func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
+	c := p.cfg
+	nqp := len(p.qps)
+	wrs := make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
+	sges := make([]uverbs.SGE, len(wrs))
+	next := make([]int, nqp)
+	for i := range p.qps {
+		var err error
+		if next[i], err = p.postRecvs(i, c.rxDepth, 0, size, wrs, sges); err != nil {
+			return bwReport{}, p.fail(err, " Failed to post receive recv_wqes")
+		}
+	}
+	if err := p.sync(); err != nil {
+		return bwReport{}, err
+	}
+	defer p.lockThread()()
+	tot := c.iters * nqp
+	rcnt := 0
+	var wcs [pollBatch]uverbs.WC
+	p.tposted, p.tcompleted = make([]uint64, 1), make([]uint64, 1)
+	repost := make([]int, nqp) // per poll: receives due per QP
+	spins := 0
+	for rcnt < tot {
+		ne, err := p.recvCQ.Poll(wcs[:])
+		if err != nil {
+			return bwReport{}, p.fail(err, "Poll Receive CQ failed")
+		}
+		if ne == 0 {
+			if spins++; spins%checkEvery == 0 && ctx.Err() != nil {
+				return bwReport{}, p.fail(errAborted, "waiting for messages")
+			}
+			continue
+		}
+		if rcnt == 0 {
+			p.tposted[0] = cycles()
+		}
+		for k := 0; k < ne; k++ {
+			wc := &wcs[k]
+			if wc.Status != uverbs.WCSuccess {
+				return bwReport{}, p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
+					int(wc.Status), wc.ID, wc.VendorErr, rcnt)
+			}
+			rcnt++
+			if qi := int(wc.ID); next[qi] < c.iters {
+				repost[qi]++
+			}
+		}
+		// Repost what completed, one list per QP: receives cost no system
+		// call, so perftest's one-at-a-time reposting is kept in spirit.
+		for qi := range repost {
+			if n := min(repost[qi], c.iters-next[qi]); n > 0 {
+				if next[qi], err = p.postRecvs(qi, n, next[qi], size, wrs, sges); err != nil {
+					return bwReport{}, p.fail(err, "Couldn't post recv Qp=%d rcnt=%d", qi, rcnt)
+				}
+			}
+			repost[qi] = 0
+		}
+	}
+	p.tcompleted[0] = cycles()
+	return p.bwResult(size, tot, false, 1, 1), nil
+}

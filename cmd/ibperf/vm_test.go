@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+)
+
+// runTimeout bounds one side of a VM run.
+const runTimeout = 120 * time.Second
+
+// side is one program of a pair: this package's run, in process, or
+// perftest's ib_<test>.
+type side struct{ goSide bool }
+
+func (s side) String() string {
+	if s.goSide {
+		return "go"
+	}
+	return "c"
+}
+
+type result struct {
+	exit           int
+	stdout, stderr string
+}
+
+// start runs the side in the background; ready (Go servers) is called
+// once it listens.
+func (s side) start(ctx context.Context, t *testing.T, name string, args []string, ready func(net.Addr)) <-chan result {
+	t.Helper()
+	done := make(chan result, 1)
+	if s.goSide {
+		go func() {
+			var out, errb bytes.Buffer
+			exit := runContext(ctx, append([]string{"ibperf", name}, args...), &out, &errb, ready)
+			done <- result{exit, out.String(), errb.String()}
+		}()
+		return done
+	}
+	tool, err := exec.LookPath("ib_" + name)
+	if err != nil {
+		t.Fatalf("inside the test VM without perftest's ib_%s: %v", name, err)
+	}
+	cmd := exec.CommandContext(ctx, tool, args...)
+	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", tool, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		exit := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			exit = ee.ExitCode()
+		case err != nil:
+			exit = -1
+			fmt.Fprintf(&errb, "\n[test: %v]", err)
+		}
+		done <- result{exit, out.String(), errb.String()}
+	}()
+	return done
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// listening reports whether a socket listens on TCP port, from /proc/net:
+// a probing connection would be the C server's one client.
+func listening(port int) bool {
+	want := fmt.Sprintf(":%04X ", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	addrRE   = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
+)
+
+// pairCase is one run: a test, who serves, who connects, the options.
+type pairCase struct {
+	test           string
+	server, client side
+	args           []string
+}
+
+func (tc pairCase) name() string {
+	return fmt.Sprintf("%s/%v-server/%v-client/%s", tc.test, tc.server, tc.client, strings.Join(tc.args, "_"))
+}
+
+func (tc pairCase) run(t *testing.T) (srv, cli result) {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	port := freePort(t)
+	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
+	up := make(chan struct{})
+	var ready func(net.Addr)
+	if tc.server.goSide {
+		ready = func(net.Addr) { close(up) }
+	}
+	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
+	if !tc.server.goSide {
+		go func() {
+			for ctx.Err() == nil && !listening(port) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			close(up)
+		}()
+	}
+	select {
+	case <-up:
+	case srv = <-srvDone:
+		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
+	}
+	cli = <-tc.client.start(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
+	srv = <-srvDone
+	for _, r := range []struct {
+		role string
+		res  result
+	}{{"server", srv}, {"client", cli}} {
+		if r.res.exit != 0 {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", r.role, r.res.exit, r.res.stdout, r.res.stderr)
+		}
+	}
+	return srv, cli
+}
+
+func requireVM(t *testing.T) {
+	t.Helper()
+	if !vmenv.InVM() {
+		t.Skip("not in the goverbs test VM: run go test -exec \"$PWD/bin/vmexec -kernel 6.1\" ./cmd/ibperf/")
+	}
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	t.Logf("kernel %s (%s), GOVERBS_TRANSPORT=%q", vmenv.KernelName(), vmenv.KernelRelease(), os.Getenv("GOVERBS_TRANSPORT"))
+}
+
+// TestInteropVM runs every test and transport perftest supports against
+// perftest in both roles and against itself: both sides must finish, the
+// client must report a row with the iterations asked for, and each side's
+// printed addresses must be what the other printed as remote.
+func TestInteropVM(t *testing.T) {
+	requireVM(t)
+	goSide, cSide := side{goSide: true}, side{}
+	type variant struct {
+		test string
+		args []string
+	}
+	var variants []variant
+	for _, tn := range []string{"write_lat", "send_lat", "read_lat", "atomic_lat"} {
+		variants = append(variants, variant{tn, []string{"-n", "200"}})
+	}
+	for _, tn := range []string{"write_bw", "send_bw", "read_bw", "atomic_bw"} {
+		variants = append(variants, variant{tn, []string{"-n", "400", "-s", "4096"}})
+	}
+	variants = append(variants,
+		variant{"write_lat", []string{"-n", "100", "-c", "UC", "-s", "64"}},
+		variant{"write_bw", []string{"-n", "400", "-c", "UC", "-s", "64"}},
+		variant{"send_lat", []string{"-n", "100", "-c", "UC"}},
+		variant{"send_bw", []string{"-n", "400", "-c", "UC", "-s", "256"}},
+		variant{"send_lat", []string{"-n", "100", "-c", "UD"}},
+		variant{"send_bw", []string{"-n", "400", "-c", "UD", "-s", "512"}},
+		// perftest's own batching, and several QPs.
+		variant{"write_bw", []string{"-n", "400", "-s", "64", "--post_list", "8", "-Q", "4"}},
+		variant{"send_bw", []string{"-n", "400", "-s", "64", "-q", "2"}},
+		variant{"read_bw", []string{"-n", "200", "-s", "64", "-q", "3"}},
+		variant{"atomic_lat", []string{"-n", "100", "-A", "CMP_AND_SWAP"}},
+	)
+	for _, v := range variants {
+		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
+			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
+			t.Run(tc.name(), func(t *testing.T) {
+				started := time.Now()
+				srv, cli := tc.run(t)
+				if t.Failed() {
+					return
+				}
+				iters := 0
+				for i, a := range v.args {
+					if a == "-n" {
+						iters = mustAtoi(v.args[i+1])
+					}
+				}
+				re := bwRowRE
+				if strings.HasSuffix(v.test, "_lat") {
+					re = latRowRE
+				}
+				m := re.FindStringSubmatch(cli.stdout)
+				if m == nil {
+					t.Fatalf("client printed no result row:\n%s", cli.stdout)
+				}
+				wantIters := iters
+				if strings.HasSuffix(v.test, "_bw") {
+					for i, a := range v.args {
+						if a == "-q" {
+							wantIters *= mustAtoi(v.args[i+1])
+						}
+					}
+				}
+				if got := mustAtoi(m[2]); got != wantIters {
+					t.Errorf("client's row says %d iterations, want %d: %q", got, wantIters, m[0])
+				}
+				sa, ca := addrs(srv.stdout), addrs(cli.stdout)
+				if len(sa["local"]) == 0 || fmt.Sprint(sa["local"]) != fmt.Sprint(ca["remote"]) || fmt.Sprint(ca["local"]) != fmt.Sprint(sa["remote"]) {
+					t.Errorf("addresses do not match: server %v, client %v", sa, ca)
+				}
+				t.Logf("%v: %s", time.Since(started).Round(time.Millisecond), strings.TrimSpace(m[0]))
+			})
+		}
+	}
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+func addrs(out string) map[string][]string {
+	m := map[string][]string{}
+	for _, a := range addrRE.FindAllStringSubmatch(out, -1) {
+		m[a[1]] = append(m[a[1]], strings.Join(a[2:], " "))
+	}
+	return m
+}
+
+func mustAtoi(s string) int {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func deviceFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, e := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		if strings.HasPrefix(l, "/dev/infiniband/") {
+			n++
+		}
+	}
+	return n
+}
