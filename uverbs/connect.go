@@ -43,6 +43,9 @@ func orDefault(v, def uint8) uint8 {
 // Connect moves a RESET QP through INIT and RTR to RTS, connected to the
 // remote endpoint (RC, UC) or ready to send datagrams (UD).
 func (qp *QP) Connect(a ConnectAttr) error {
+	if err := qp.use(); err != nil {
+		return fmt.Errorf("uverbs: connect: %w", err)
+	}
 	port := orDefault(a.Port, 1)
 	mtu := a.MTU
 	if mtu == 0 {

@@ -67,7 +67,7 @@ type options struct {
 func WithTransport(t Transport) Option {
 	return func(o *options) error {
 		if t < TransportAuto || t > TransportWrite {
-			return fmt.Errorf("uverbs: WithTransport: unknown transport %d", int(t))
+			return invalid("WithTransport", "unknown transport %d", int(t))
 		}
 		o.transport, o.transportSet = t, true
 		return nil
@@ -258,6 +258,9 @@ func (c *Context) NumCompVectors() int { return c.numCV }
 // caller's and stay mapped. Close is idempotent; calls after the first
 // return the first call's result.
 func (c *Context) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true

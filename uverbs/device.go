@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,7 +160,18 @@ func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
 	if err := c.checkPort("query_pkey", port); err != nil {
 		return 0, err
 	}
+	// The kernel's query_port says EINVAL for a port the device lacks; say
+	// the same here rather than sysfs' "no such file".
+	if !slices.Contains(c.dev.ports, int(port)) {
+		return 0, invalid("query_pkey", "%s has no port %d", c.name, port)
+	}
+	if index < 0 || index > 0xffff {
+		return 0, invalid("query_pkey", "%s port %d: P_Key index %d out of range", c.name, port, index)
+	}
 	pk, err := c.dev.sys.ReadPKey(c.dev.name, int(port), index)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, invalid("query_pkey", "%s port %d: P_Key index %d is past the table", c.name, port, index)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("uverbs: query_pkey on %s port %d index %d: %w", c.name, port, index, err)
 	}

@@ -67,6 +67,9 @@ func (b *Buffer) Addr() uintptr {
 // Close unmaps the buffer. It fails with ErrBusy while an MR registers it,
 // since the device could still write to the pages. Closing twice is a no-op.
 func (b *Buffer) Close() error {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {
