@@ -1,0 +1,5 @@
+package hcamodel
+
+import "runtime"
+
+func yield() { runtime.Gosched() }
