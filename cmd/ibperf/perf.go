@@ -267,7 +267,9 @@ func (p *perf) createResources() error {
 	if p.pd, err = p.dev.AllocPD(); err != nil {
 		return p.fail(err, " Couldn't allocate PD")
 	}
-	total := 2 * c.numQPs * p.buffSize
+	// UD receives start a cache line in and carry 40 more bytes: the last
+	// QP's last slot of the cycle buffer ends past its half.
+	total := 2*c.numQPs*p.buffSize + p.cycleBuffer
 	if p.buf, err = uverbs.AllocBuffer(total); err != nil {
 		return p.fail(err, "Couldn't allocate work buf.")
 	}
