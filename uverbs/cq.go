@@ -75,6 +75,11 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, fmt.Errorf("uverbs: get_cq_event: event for unknown CQ %d", desc.CQHandle)
 	}
 	cq.eventsGot.Add(1)
+	// Providers that arm the CQ themselves count events (libibverbs'
+	// cq_event hook: mlx5's arm sequence number).
+	if e, ok := cq.prov.(interface{ Event() }); ok {
+		e.Event()
+	}
 	return cq, nil
 }
 
