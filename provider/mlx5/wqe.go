@@ -14,7 +14,7 @@ import (
 func putBE16(p unsafe.Pointer, v uint16) { binary.BigEndian.PutUint16((*[2]byte)(p)[:], v) }
 func putBE32(p unsafe.Pointer, v uint32) { binary.BigEndian.PutUint32((*[4]byte)(p)[:], v) }
 func putBE64(p unsafe.Pointer, v uint64) { binary.BigEndian.PutUint64((*[8]byte)(p)[:], v) }
-func readBE32(p unsafe.Pointer) uint32  { return binary.BigEndian.Uint32((*[4]byte)(p)[:]) }
+func readBE32(p unsafe.Pointer) uint32   { return binary.BigEndian.Uint32((*[4]byte)(p)[:]) }
 
 // Segment sizes, in bytes.
 const (

@@ -1,0 +1,551 @@
+package mlx5
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+)
+
+// The post paths write WQEs exactly as libmlx5's mlx5_post_send,
+// mlx5_post_recv and mlx5_post_srq_recv do, byte for byte, including the
+// bytes they leave alone. Unlike libmlx5, a list is checked whole before
+// anything is written: a bad work request anywhere posts none of the list.
+
+// mlx5Opcode maps the verbs opcodes this provider posts to WQE opcodes;
+// 0xff: not supported.
+var mlx5Opcode = [...]uint8{
+	provider.WRRDMAWrite:         abi.MLX5OpcodeRDMAWrite,
+	provider.WRRDMAWriteWithImm:  abi.MLX5OpcodeRDMAWriteImm,
+	provider.WRSend:              abi.MLX5OpcodeSend,
+	provider.WRSendWithImm:       abi.MLX5OpcodeSendImm,
+	provider.WRRDMARead:          abi.MLX5OpcodeRDMARead,
+	provider.WRAtomicCmpAndSwp:   abi.MLX5OpcodeAtomicCS,
+	provider.WRAtomicFetchAndAdd: abi.MLX5OpcodeAtomicFA,
+	provider.WRLocalInv:          abi.MLX5OpcodeUMR,
+	provider.WRBindMW:            0xff,
+	provider.WRSendWithInv:       abi.MLX5OpcodeSendInval,
+}
+
+// opcodeAllowed reports whether a QP type posts an opcode.
+func opcodeAllowed(t provider.QPType, op provider.WROpcode) bool {
+	if int(op) >= len(mlx5Opcode) || mlx5Opcode[op] == 0xff {
+		return false
+	}
+	switch t {
+	case abi.QPTypeRC, abi.QPTypeXRCIni:
+		return true
+	case abi.QPTypeUC:
+		switch op {
+		case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv,
+			provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRLocalInv:
+			return true
+		}
+	case abi.QPTypeUD:
+		return op == provider.WRSend || op == provider.WRSendWithImm
+	case abi.QPTypeRawPacket:
+		return op == provider.WRSend
+	}
+	return false
+}
+
+const noWCOpcode = provider.WCOpcode(0xffffffff)
+
+// PostSend implements provider.Sender.
+func (q *QP) PostSend(wrs []provider.SendWR) error { return q.sq.post(wrs) }
+
+// PostRecv implements provider.Receiver.
+func (q *QP) PostRecv(wrs []provider.RecvWR) error {
+	if q.srq != nil {
+		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP receives through its SRQ", provider.ErrBadWR)}
+	}
+	return q.rq.post(wrs)
+}
+
+func (sq *sendQueue) post(wrs []provider.SendWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	sq.life.mu.RLock()
+	defer sq.life.mu.RUnlock()
+	if sq.life.closed {
+		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
+	}
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if sq.start == nil || sq.bf == nil {
+		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no send queue", provider.ErrQueueFull)}
+	}
+	free := sq.maxPost - (sq.head - sq.tail)
+	for i := range wrs {
+		if uint32(i) >= free {
+			return &provider.PostError{Index: i, Err: provider.ErrQueueFull}
+		}
+		if err := sq.check(&wrs[i]); err != nil {
+			return &provider.PostError{Index: i, Err: err}
+		}
+	}
+	var ctrl unsafe.Pointer
+	var size int
+	inl := false
+	for i := range wrs {
+		var wrInl bool
+		ctrl, size, wrInl = sq.encode(&wrs[i], uint32(i))
+		inl = inl || wrInl
+	}
+	sq.head += uint32(len(wrs))
+	sq.ring(len(wrs), inl, size, ctrl)
+	return nil
+}
+
+// check refuses what the WQE could not hold or the QP type cannot send.
+func (sq *sendQueue) check(wr *provider.SendWR) error {
+	if !opcodeAllowed(sq.typ, wr.Opcode) {
+		return fmt.Errorf("%w: opcode %v on a QP of type %d", provider.ErrBadWR, wr.Opcode, sq.typ)
+	}
+	if len(wr.SGL) > sq.maxGS {
+		return fmt.Errorf("%w: %d SGEs, the queue takes %d", provider.ErrTooManySGE, len(wr.SGL), sq.maxGS)
+	}
+	if (wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd) && !sq.atomics {
+		return fmt.Errorf("%w: the device does not do atomics", provider.ErrBadWR)
+	}
+	first, off := 0, uint32(0)
+	switch sq.typ {
+	case abi.QPTypeUD:
+		if wr.AH == nil {
+			return fmt.Errorf("%w: a UD send needs an AH", provider.ErrBadWR)
+		}
+		ah, ok := wr.AH.ProviderAH().(*AH)
+		if !ok || ah == nil {
+			return fmt.Errorf("%w: the AH is not an mlx5 AH", provider.ErrBadWR)
+		}
+		if ah.destroyed.Load() {
+			return fmt.Errorf("%w: the AH was destroyed", provider.ErrBadWR)
+		}
+	case abi.QPTypeRawPacket:
+		var err error
+		if first, off, err = sq.ethHeaderSplit(wr); err != nil {
+			return err
+		}
+	}
+	if wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0 {
+		total := int64(0)
+		for i := first; i < len(wr.SGL); i++ {
+			total += int64(wr.SGL[i].Length) - int64(off)
+			off = 0
+		}
+		if total > int64(sq.maxInline) {
+			return fmt.Errorf("%w: %d bytes inline, the queue takes %d", provider.ErrInlineTooLarge, total, sq.maxInline)
+		}
+	}
+	return nil
+}
+
+// ethHeaderSplit finds where a raw packet's data continues after the
+// Ethernet headers the WQE carries inline (libmlx5's
+// copy_eth_inline_headers): the SGE and the offset in it.
+func (sq *sendQueue) ethHeaderSplit(wr *provider.SendWR) (int, uint32, error) {
+	if len(wr.SGL) < 1 {
+		return 0, 0, fmt.Errorf("%w: a raw packet needs at least one SGE", provider.ErrBadWR)
+	}
+	hdr := uint32(sq.ethInline)
+	length, copied, j := wr.SGL[0].Length, uint32(0), 0
+	if length >= abi.MLX5EthL2InlineHeaderSize {
+		copied = hdr
+	} else {
+		left := hdr
+		for j = 0; j < len(wr.SGL) && left > 0; j++ {
+			length = wr.SGL[j].Length
+			copied = min(length, left)
+			left -= copied
+		}
+		if left > 0 {
+			return 0, 0, fmt.Errorf("%w: the packet has fewer than the %d bytes of Ethernet headers the device wants inline", provider.ErrBadWR, hdr)
+		}
+		if j > 0 {
+			j--
+		}
+	}
+	if length == copied {
+		j++
+		copied = 0
+	}
+	return j, copied, nil
+}
+
+// encode writes one WQE at the producer index and returns its control
+// segment, its size in 16-byte units and whether it carries inline data.
+func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, int, bool) {
+	idx := sq.curPost & (sq.wqeCnt - 1)
+	ctrl := unsafe.Add(sq.start, uintptr(idx)<<abi.MLX5SendWQEShift)
+	*(*uint32)(unsafe.Add(ctrl, 8)) = 0 // signature, stream id, fm_ce_se
+	var imm uint32
+	switch wr.Opcode {
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+		imm = wr.Imm
+	case provider.WRSendWithInv:
+		imm = wr.InvalidateRkey
+	}
+	putBE32(unsafe.Add(ctrl, 12), imm)
+	fence := sq.fmCache
+	if wr.Flags&provider.SendFence != 0 {
+		fence = abi.MLX5WQECtrlFence
+	}
+	sq.fmCache = 0
+	fmCeSe := sq.sigBits | fence
+	if wr.Flags&provider.SendSignaled != 0 {
+		fmCeSe |= abi.MLX5WQECtrlCQUpdate
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		fmCeSe |= abi.MLX5WQECtrlSolicited
+	}
+	*(*uint8)(unsafe.Add(ctrl, 11)) = fmCeSe
+
+	seg := unsafe.Add(ctrl, ctrlSegSize)
+	size := ctrlSegSize / 16
+	wcOp := noWCOpcode
+	sgFirst, sgOff := 0, uint32(0)
+	switch sq.typ {
+	case abi.QPTypeXRCIni, abi.QPTypeRC, abi.QPTypeUC:
+		if sq.typ == abi.QPTypeXRCIni && wr.Opcode != provider.WRLocalInv {
+			putBE32(seg, wr.XRCRemoteSRQN)
+			seg = unsafe.Add(seg, xrcSegSize)
+			size += xrcSegSize / 16
+		}
+		switch wr.Opcode {
+		case provider.WRRDMARead, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+			setRaddrSeg(seg, wr.RemoteAddr, wr.Rkey)
+			seg = unsafe.Add(seg, raddrSegSize)
+			size += raddrSegSize / 16
+		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+			setRaddrSeg(seg, wr.RemoteAddr, wr.Rkey)
+			seg = unsafe.Add(seg, raddrSegSize)
+			if wr.Opcode == provider.WRAtomicCmpAndSwp {
+				putBE64(seg, wr.Swap)
+				putBE64(unsafe.Add(seg, 8), wr.CompareAdd)
+			} else {
+				putBE64(seg, wr.CompareAdd) // the compare word is left as it was
+			}
+			seg = unsafe.Add(seg, atomicSegSize)
+			size += (raddrSegSize + atomicSegSize) / 16
+		case provider.WRLocalInv:
+			sq.fmCache = abi.MLX5WQECtrlInitiatorSmallFence
+			putBE32(unsafe.Add(ctrl, 12), wr.InvalidateRkey)
+			seg, size = sq.setLocalInv(seg, size)
+			wcOp = provider.WCLocalInv
+		}
+	case abi.QPTypeUD:
+		ah := wr.AH.ProviderAH().(*AH)
+		*(*[datagramSegSize]byte)(seg) = ah.av
+		putBE32(unsafe.Add(seg, avOffDQPDCT), wr.RemoteQPN|abi.MLX5ExtendedUDAV)
+		putBE32(unsafe.Add(seg, avOffQkey), wr.RemoteQkey)
+		seg = unsafe.Add(seg, datagramSegSize)
+		size += datagramSegSize / 16
+		if seg == sq.end {
+			seg = sq.start
+		}
+	case abi.QPTypeRawPacket:
+		sgFirst, sgOff = sq.setEthSeg(seg, wr)
+		step := (ethInlineHdrOff + sq.ethInline) &^ 0xf
+		seg = unsafe.Add(seg, step)
+		size += (ethInlineHdrOff + sq.ethInline) >> 4
+	}
+
+	inline := false
+	if wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0 {
+		size += sq.setInline(seg, wr.SGL, sgFirst, sgOff)
+		inline = true
+	} else {
+		atomic := wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd
+		dp := seg
+		off := sgOff
+		for i := sgFirst; i < len(wr.SGL); i++ {
+			if dp == sq.end {
+				dp = sq.start
+			}
+			sge := &wr.SGL[i]
+			if sge.Length == 0 {
+				continue
+			}
+			if atomic {
+				setDataSeg(dp, atomicSize, sge.Lkey, sge.Addr)
+			} else {
+				setDataSeg(dp, sge.Length-off, sge.Lkey, sge.Addr+uint64(off))
+			}
+			off = 0
+			dp = unsafe.Add(dp, dataSegSize)
+			size++
+		}
+	}
+
+	putBE32(ctrl, (sq.curPost&0xffff)<<8|uint32(mlx5Opcode[wr.Opcode]))
+	putBE32(unsafe.Add(ctrl, 4), uint32(size)|sq.qpn<<8)
+	blocks := uint32(size*16+wqeBB-1) / wqeBB
+	sq.wrid[idx] = wr.ID
+	sq.wqeHead[idx] = sq.head + nreq
+	sq.wqeStart[idx] = sq.curPost
+	sq.wqeBlocks[idx] = uint8(blocks)
+	sq.wcOpcode[idx] = wcOp
+	for k := uint32(1); k < blocks; k++ {
+		sq.wqeBlocks[(idx+k)&(sq.wqeCnt-1)] = 0
+	}
+	sq.curPost += blocks
+	return ctrl, size, inline
+}
+
+func setRaddrSeg(seg unsafe.Pointer, raddr uint64, rkey uint32) {
+	putBE64(seg, raddr)
+	putBE32(unsafe.Add(seg, 8), rkey)
+	*(*uint32)(unsafe.Add(seg, 12)) = 0
+}
+
+func setDataSeg(seg unsafe.Pointer, byteCount, lkey uint32, addr uint64) {
+	putBE32(seg, byteCount)
+	putBE32(unsafe.Add(seg, 4), lkey)
+	putBE64(unsafe.Add(seg, 8), addr)
+}
+
+// setLocalInv writes the UMR segments of a LOCAL_INV (libmlx5's
+// set_bind_wr of a type 2 window with no length): UMR control, then the
+// mkey context's free bit and key.
+func (sq *sendQueue) setLocalInv(seg unsafe.Pointer, size int) (unsafe.Pointer, int) {
+	*(*[umrCtrlSegSize]byte)(seg) = [umrCtrlSegSize]byte{}
+	*(*uint8)(seg) = abi.MLX5UMRCtrlFlagInline | abi.MLX5UMRCtrlFlagTranslationOffset | abi.MLX5UMRCtrlFlagCheckQPN
+	putBE64(unsafe.Add(seg, 8), abi.MLX5UMRCtrlMkeyMaskFree|abi.MLX5UMRCtrlMkeyMaskMkey|abi.MLX5UMRCtrlMkeyMaskQPN)
+	seg = unsafe.Add(seg, umrCtrlSegSize)
+	size += umrCtrlSegSize / 16
+	if seg == sq.end {
+		seg = sq.start
+	}
+	putBE32(unsafe.Add(seg, 4), 0xffffff00) // qpn_mkey: no QPN, key byte 0
+	*(*uint8)(seg) = abi.MLX5MkeyContextFree
+	seg = unsafe.Add(seg, mkeySegSize)
+	size += mkeySegSize / 16
+	return seg, size
+}
+
+// userBytes is the process memory an SGE names. Posting promises the
+// memory is registered, so it is mapped; inline sends and raw packet
+// headers read it like the HCA would.
+func userBytes(addr uint64, n uint32) []byte {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice(*(**byte)(unsafe.Pointer(&addr)), n)
+}
+
+// setEthSeg writes a raw packet's Ethernet segment with the headers the
+// device wants inline and returns where the data continues.
+func (sq *sendQueue) setEthSeg(seg unsafe.Pointer, wr *provider.SendWR) (int, uint32) {
+	*(*[ethSegSize]byte)(seg) = [ethSegSize]byte{}
+	hdr := uint32(sq.ethInline)
+	dst := unsafe.Slice((*byte)(unsafe.Add(seg, ethInlineHdrOff)), abi.MLX5EthL2InlineHeaderSize)
+	length, copied, j := wr.SGL[0].Length, uint32(0), 0
+	if length >= abi.MLX5EthL2InlineHeaderSize {
+		copied = hdr
+		copy(dst, userBytes(wr.SGL[0].Addr, hdr))
+	} else {
+		left := hdr
+		for j = 0; j < len(wr.SGL) && left > 0; j++ {
+			length = wr.SGL[j].Length
+			copied = min(length, left)
+			copy(dst[abi.MLX5EthL2InlineHeaderSize-left:], userBytes(wr.SGL[j].Addr, copied))
+			left -= copied
+		}
+		if j > 0 {
+			j--
+		}
+	}
+	putBE16(unsafe.Add(seg, ethInlineHdrOff-2), uint16(hdr))
+	if length == copied {
+		j++
+		copied = 0
+	}
+	return j, copied
+}
+
+// setInline copies the SGEs' bytes into an inline segment, wrapping at the
+// end of the ring, and returns its size in 16-byte units.
+func (sq *sendQueue) setInline(seg unsafe.Pointer, sgl []provider.SGE, first int, off uint32) int {
+	p := unsafe.Add(seg, inlineSegSize)
+	inl := uint32(0)
+	for i := first; i < len(sgl); i++ {
+		src := userBytes(sgl[i].Addr+uint64(off), sgl[i].Length-off)
+		off = 0
+		inl += uint32(len(src))
+		if room := uintptr(sq.end) - uintptr(p); uintptr(len(src)) > room {
+			copy(unsafe.Slice((*byte)(p), room), src)
+			src = src[room:]
+			p = sq.start
+		}
+		copy(unsafe.Slice((*byte)(p), len(src)), src)
+		p = unsafe.Add(p, len(src))
+	}
+	if inl == 0 {
+		return 0
+	}
+	putBE32(seg, inl|abi.MLX5InlineSeg)
+	return alignUp(int(inl)+inlineSegSize, 16) / 16
+}
+
+// ring tells the HCA about the new WQEs: the doorbell record, then the
+// last WQE's first 8 bytes to the BlueFlame register or, for one small
+// WQE with inline data, the whole WQE (libmlx5's post_send_db).
+func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
+	bf := sq.bf
+	if bf.needLock {
+		bf.mu.Lock()
+	}
+	if nreq == 1 && bf.uuarn != 0 && inl && size > 1 && size <= bf.bufSize/16 {
+		blocks := (size*16 + wqeBB - 1) / wqeBB
+		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, bf.reg(), ctrl, blocks, sq.start, sq.end)
+	} else {
+		ringDoorbell(sq.dbrec, sq.curPost&0xffff, bf.reg(), ctrl)
+	}
+	if bf.bufSize != 0 {
+		bf.offset ^= bf.bufSize
+	}
+	if bf.needLock {
+		bf.mu.Unlock()
+	}
+}
+
+// completeSend implements sendCompleter.
+func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, provider.WCOpcode, provider.WCStatus, bool) {
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if sq.wqeCnt == 0 {
+		return 0, 0, 0, false
+	}
+	idx := uint32(wqeCounter) & (sq.wqeCnt - 1)
+	dist := (uint32(wqeCounter) - sq.tailBB) & 0xffff
+	if dist >= sq.curPost-sq.tailBB || sq.wqeBlocks[idx] == 0 || uint16(sq.wqeStart[idx]) != wqeCounter {
+		return 0, 0, 0, false
+	}
+	wrID, op := sq.wrid[idx], sq.wcOpcode[idx]
+	sq.tail = sq.wqeHead[idx] + 1
+	sq.tailBB = sq.wqeStart[idx] + uint32(sq.wqeBlocks[idx])
+	status := provider.WCSuccess
+	if inline != nil {
+		status = sq.copyToWQE(idx, inline)
+	}
+	return wrID, op, status, true
+}
+
+// copyToWQE puts data the HCA scattered into the CQE (an RDMA READ or
+// atomic response) into the WQE's local SGEs (mlx5_copy_to_send_wqe).
+func (sq *sendQueue) copyToWQE(idx uint32, data []byte) provider.WCStatus {
+	if sq.typ != abi.QPTypeRC {
+		return provider.WCGeneralErr
+	}
+	ctrl := unsafe.Add(sq.start, uintptr(idx)<<abi.MLX5SendWQEShift)
+	off := ctrlSegSize
+	switch readBE32(ctrl) & 0xff {
+	case abi.MLX5OpcodeRDMARead:
+		off += raddrSegSize
+	case abi.MLX5OpcodeAtomicCS, abi.MLX5OpcodeAtomicFA:
+		off += raddrSegSize + atomicSegSize
+	default:
+		return provider.WCRemInvReqErr
+	}
+	n := int(readBE32(unsafe.Add(ctrl, 4))&0x3f) - off/16
+	scat := unsafe.Add(ctrl, off)
+	if room := int(uintptr(sq.end)-uintptr(scat)) / dataSegSize; n > room {
+		if rest, done := copyToScat(scat, data, room, sq.dumpFill); done {
+			return provider.WCSuccess
+		} else {
+			data, n, scat = rest, n-room, sq.start
+		}
+	}
+	if _, done := copyToScat(scat, data, n, sq.dumpFill); done {
+		return provider.WCSuccess
+	}
+	return provider.WCLocLenErr
+}
+
+// copyToScat copies data into up to n data segments (copy_to_scat) and
+// returns what did not fit and whether everything did.
+func copyToScat(scat unsafe.Pointer, data []byte, n int, dumpFill uint32) ([]byte, bool) {
+	if len(data) == 0 {
+		return nil, true
+	}
+	for i := 0; i < n; i++ {
+		d := unsafe.Add(scat, i*dataSegSize)
+		c := min(len(data), int(readBE32(d)))
+		if readBE32(unsafe.Add(d, 4)) != dumpFill {
+			addr := uint64(readBE32(unsafe.Add(d, 8)))<<32 | uint64(readBE32(unsafe.Add(d, 12)))
+			copy(userBytes(addr, uint32(c)), data[:c])
+		}
+		data = data[c:]
+		if len(data) == 0 {
+			return nil, true
+		}
+	}
+	return data, false
+}
+
+func (rq *recvQueue) post(wrs []provider.RecvWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	rq.life.mu.RLock()
+	defer rq.life.mu.RUnlock()
+	if rq.life.closed {
+		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
+	}
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.start == nil {
+		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no receive queue", provider.ErrQueueFull)}
+	}
+	free := rq.maxPost - (rq.head - rq.tail)
+	for i := range wrs {
+		if uint32(i) >= free {
+			return &provider.PostError{Index: i, Err: provider.ErrQueueFull}
+		}
+		if len(wrs[i].SGL) > rq.maxGS {
+			return &provider.PostError{Index: i, Err: fmt.Errorf("%w: %d SGEs, the queue takes %d", provider.ErrTooManySGE, len(wrs[i].SGL), rq.maxGS)}
+		}
+	}
+	ind := rq.head & (rq.wqeCnt - 1)
+	for i := range wrs {
+		scat := unsafe.Add(rq.start, uintptr(ind)<<rq.shift)
+		j := 0
+		for _, sge := range wrs[i].SGL {
+			if sge.Length == 0 {
+				continue
+			}
+			setDataSeg(unsafe.Add(scat, j*dataSegSize), sge.Length, sge.Lkey, sge.Addr)
+			j++
+		}
+		if j < rq.maxGS {
+			setDataSeg(unsafe.Add(scat, j*dataSegSize), 0, abi.MLX5InvalidLkey, 0)
+		}
+		rq.wrid[ind] = wrs[i].ID
+		ind = (ind + 1) & (rq.wqeCnt - 1)
+	}
+	rq.head += uint32(len(wrs))
+	storeDBRec(rq.dbrec, rq.head&0xffff)
+	return nil
+}
+
+// completeRecv implements recvCompleter: a QP's receive queue completes
+// in order.
+func (rq *recvQueue) completeRecv(_ uint16, inline []byte) (uint64, provider.WCStatus, bool) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.wqeCnt == 0 || rq.head == rq.tail {
+		return 0, 0, false
+	}
+	idx := rq.tail & (rq.wqeCnt - 1)
+	wrID := rq.wrid[idx]
+	rq.tail++
+	status := provider.WCSuccess
+	if inline != nil {
+		if _, done := copyToScat(unsafe.Add(rq.start, uintptr(idx)<<rq.shift), inline, 1<<(rq.shift-4), rq.dumpFill); !done {
+			status = provider.WCLocLenErr
+		}
+	}
+	return wrID, status, true
+}
