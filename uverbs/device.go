@@ -127,6 +127,12 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 	if errors.Is(err, unix.ENODATA) {
 		return GIDEntry{}, unix.ENODATA
 	}
+	if errors.Is(err, os.ErrNotExist) {
+		// A port the device lacks or an index past the table: the
+		// kernel's GID query says EINVAL for both, so say the same
+		// whichever path answered.
+		return GIDEntry{}, invalid("query_gid", "%s has no port %d GID index %d (sysfs)", c.name, port, index)
+	}
 	if err != nil {
 		return GIDEntry{}, fmt.Errorf("uverbs: query_gid on %s port %d index %d (sysfs): %w", c.name, port, index, err)
 	}

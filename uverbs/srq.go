@@ -126,6 +126,15 @@ func (s *SRQ) Modify(attr SRQAttr, mask int) error {
 	if mask == 0 || mask&^(SRQAttrMaxWr|SRQAttrLimit) != 0 {
 		return fmt.Errorf("uverbs: modify_srq: mask %#x: want SRQAttrMaxWr and/or SRQAttrLimit: %w", mask, unix.EINVAL)
 	}
+	// Some kernels (rxe on 6.1) take a limit above the queue's size, which
+	// can never be crossed; refuse it as the others do.
+	maxWr := s.maxWr
+	if mask&SRQAttrMaxWr != 0 {
+		maxWr = attr.MaxWr
+	}
+	if mask&SRQAttrLimit != 0 && attr.SRQLimit > maxWr {
+		return fmt.Errorf("uverbs: modify_srq: SRQLimit %d is above MaxWr %d: %w", attr.SRQLimit, maxWr, unix.EINVAL)
+	}
 	c := s.pd.ctx
 	req := abi.ModifySRQ{SRQHandle: s.handle, AttrMask: uint32(mask), MaxWr: attr.MaxWr, SRQLimit: attr.SRQLimit}
 	drv := s.prov.ModifyData()
