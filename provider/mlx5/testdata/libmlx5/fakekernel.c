@@ -165,7 +165,10 @@ static void fill_query_device(struct ib_uverbs_query_device_resp *r)
 	r->hw_ver = 0;
 	r->max_qp = 1 << 18;
 	r->max_qp_wr = 1 << 15;
-	r->device_cap_flags = 0x25f1d36; /* as a ConnectX-5 on 6.1 reports (low 32 bits) */
+	/* a ConnectX-5's capabilities, among them UD_IP_CSUM (1 << 18) and
+	 * RAW_IP_CSUM (1 << 26), which make libmlx5 offer checksum offload
+	 * on raw packet QPs */
+	r->device_cap_flags = 0x25f1d36 | 1 << 18 | 1 << 26;
 	r->max_sge = 30;
 	r->max_sge_rd = 30;
 	r->max_cq = 1 << 24;

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,14 +129,6 @@ static struct cqrec *new_cq(const char *name, int cqe)
 	return c;
 }
 
-static struct cqrec *cq_by_ibv(struct ibv_cq *cq)
-{
-	for (int i = 0; i < ncqs; i++)
-		if (cqs[i].cq == cq)
-			return &cqs[i];
-	return NULL;
-}
-
 /* ---- AHs ---- */
 
 struct ahrec {
@@ -222,18 +215,16 @@ struct srqrec {
 	struct mlx5dv_srq dv;
 	uint32_t wqe_cnt;
 	uint32_t srqn;
+	uint32_t uidx;
+	int xrc;
+	uint32_t max_wr, max_sge;
+	struct fake_cmd_rec rec;
+	int posted[1024]; /* WQE indexes posted and not yet completed, in order */
+	int nposted;
 };
 
 static struct srqrec srqs[4];
 static int nsrqs;
-
-static const char *srq_name(struct ibv_srq *s)
-{
-	for (int i = 0; i < nsrqs; i++)
-		if (srqs[i].srq == s)
-			return srqs[i].name;
-	return NULL;
-}
 
 /* ---- QPs ---- */
 
@@ -247,6 +238,8 @@ struct qprec {
 	uint16_t last_ctrl_idx; /* WQE index of the last WQE libmlx5 built */
 	int posted_since_drain;
 	struct ibv_qp_cap cap;
+	uint16_t wqe_log[4096]; /* start index of every WQE built, in order */
+	int nwqe_log;
 };
 
 static const char *qp_type_name(enum ibv_qp_type t)
@@ -339,7 +332,7 @@ static void modify(struct ibv_qp *qp, enum ibv_qp_type t)
 		fail("modify RTS");
 }
 
-static struct ibv_xrcd *xrcd __attribute__((unused));
+static struct ibv_xrcd *xrcd;
 
 struct qpspec {
 	const char *name;
@@ -689,6 +682,8 @@ static void post_send(struct qprec *q, struct ibv_send_wr *list)
 			uint32_t ds = be32toh(*(const uint32_t *)(ctrl + 4)) & 0x3f;
 
 			idx = pos;
+			if (q->nwqe_log < 4096)
+				q->wqe_log[q->nwqe_log++] = pos;
 			pos += (ds * 16 + 63) / 64;
 		}
 		q->last_ctrl_idx = idx;
@@ -1094,6 +1089,733 @@ static void rc_wrap(struct qprec *q)
 	}
 }
 
+
+/* drain_recv completes the n oldest receives of q's RQ with responder
+ * CQEs (a RQ completes in order, whatever the counter says). Recorded as a
+ * post of kind "drain_recv". */
+static void drain_recv(struct qprec *q, int n)
+{
+	struct cqrec *c = q->rcq;
+	struct ibv_wc wc;
+
+	j_obj();
+	jk_str("kind", "drain_recv");
+	jk_i64("count", n);
+	j_key("wr_ids");
+	j_arr();
+	for (int i = 0; i < n; i++) {
+		uint8_t *cqe = cqe_at(c, c->ci);
+
+		build_resp_cqe(cqe, q, MLX5_CQE_RESP_SEND, 0, 64, CQE_OWNER_OF(c, c->ci));
+		if (ibv_poll_cq(c->cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
+			failx("drain_recv of %s failed", q->name);
+		c->ci++;
+		j_u64(wc.wr_id);
+	}
+	j_earr();
+	j_end();
+}
+
+/* ---- SRQs ---- */
+
+static struct srqrec *new_srq(const char *name, uint32_t max_wr, uint32_t max_sge, int xrc,
+			      struct ibv_xrcd *xd, struct cqrec *cq)
+{
+	struct srqrec *s = &srqs[nsrqs++];
+	struct mlx5dv_obj obj = {};
+	const struct fake_cmd_rec *r;
+
+	s->name = name;
+	s->xrc = xrc;
+	s->max_wr = max_wr;
+	s->max_sge = max_sge;
+	if (xrc) {
+		struct ibv_srq_init_attr_ex a = {};
+
+		a.attr.max_wr = max_wr;
+		a.attr.max_sge = max_sge;
+		a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+			      IBV_SRQ_INIT_ATTR_CQ;
+		a.srq_type = IBV_SRQT_XRC;
+		a.pd = pd;
+		a.xrcd = xd;
+		a.cq = cq->cq;
+		s->srq = ibv_create_srq_ex(ctx, &a);
+	} else {
+		struct ibv_srq_init_attr a = {};
+
+		a.attr.max_wr = max_wr;
+		a.attr.max_sge = max_sge;
+		s->srq = ibv_create_srq(pd, &a);
+	}
+	if (!s->srq)
+		fail(name);
+	r = last_of(IB_USER_VERBS_CMD_CREATE_SRQ, IB_USER_VERBS_CMD_CREATE_XSRQ);
+	s->rec = *r;
+	s->uidx = ((const struct mlx5_ib_create_srq *)r->drv_in)->uidx;
+	obj.srq.in = s->srq;
+	obj.srq.out = &s->dv;
+	if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ))
+		fail("mlx5dv_init_obj srq");
+	/* the ring has every WQE linked to the next; tail is the last one */
+	s->wqe_cnt = s->dv.tail + 1;
+	s->srqn = ((const struct mlx5_ib_create_srq_resp *)r->drv_out)->srqn;
+	return s;
+}
+
+static void begin_srq(struct srqrec *s)
+{
+	static const int mask[] = {0, 8};
+	const struct fake_cmd_rec *r = &s->rec;
+
+	j_obj();
+	jk_str("name", s->name);
+	j_key("attr");
+	j_obj();
+	jk_u64("max_wr", s->max_wr);
+	jk_u64("max_sge", s->max_sge);
+	j_end();
+	jk_u64("xrc", s->xrc);
+	jk_str("command", r->core_in_len == sizeof(struct ib_uverbs_create_xsrq) ? "CREATE_XSRQ" : "CREATE_SRQ");
+	emit_masked("req_hex", r->drv_in, r->drv_in_len, mask, 2);
+	jk_hex("resp_hex", r->drv_out, r->drv_out_len);
+	jk_u64("srqn", s->srqn);
+	jk_u64("uidx", s->uidx);
+	jk_u64("wqe_cnt", s->wqe_cnt);
+	jk_u64("stride", s->dv.stride);
+	jk_u64("head", s->dv.head);
+	jk_u64("tail", s->dv.tail);
+	j_key("posts");
+	j_arr();
+}
+
+static void post_srq(struct srqrec *s, struct ibv_recv_wr *list)
+{
+	size_t n = (size_t)s->wqe_cnt * s->dv.stride;
+	uint8_t *before = malloc(n);
+	struct ibv_recv_wr *bad = NULL;
+	int ret;
+
+	memcpy(before, s->dv.buf, n);
+	ret = ibv_post_srq_recv(s->srq, list, &bad);
+
+	j_obj();
+	jk_str("kind", "recv");
+	j_key("wrs");
+	j_arr();
+	for (struct ibv_recv_wr *w = list; w; w = w->next)
+		emit_recv_wr(w);
+	j_earr();
+	jk_i64("ret", ret);
+	jk_i64("bad_wr", ret ? list_index(list, bad, offsetof(struct ibv_recv_wr, next)) : -1);
+	/* SRQ WQEs are taken from a free list, not in ring order: list the
+	 * changed ones in the order they were used (every post writes a fresh
+	 * data address, so every used WQE changes) */
+	j_key("wqebbs");
+	j_arr();
+	{
+		int used[256], nused = 0;
+
+		for (uint32_t i = 0; i < s->wqe_cnt; i++)
+			if (memcmp(before + i * s->dv.stride, (uint8_t *)s->dv.buf + i * s->dv.stride, s->dv.stride))
+				used[nused++] = (int)i;
+		/* order of use: follow the next pointers from the first WQE used;
+		 * the WQEs used are those whose data segments changed, and the
+		 * free list is a chain, so the used ones are a prefix of it */
+		int order[256], norder = 0;
+		for (int k = 0; k < nused; k++) {
+			int cand = -1;
+			for (int m = 0; m < nused; m++) {
+				int is_next_of_other = 0;
+				if (used[m] < 0)
+					continue;
+				for (int o = 0; o < nused; o++) {
+					if (used[o] < 0 || o == m)
+						continue;
+					const uint8_t *prev = before + used[o] * s->dv.stride;
+					if (be16toh(*(const uint16_t *)(prev + 2)) == used[m])
+						is_next_of_other = 1;
+				}
+				if (!is_next_of_other) {
+					cand = m;
+					break;
+				}
+			}
+			if (cand < 0)
+				cand = 0;
+			order[norder++] = used[cand];
+			used[cand] = -1;
+			/* drop the chosen one from further consideration */
+			for (int m = 0; m < nused; m++)
+				if (used[m] == order[norder - 1])
+					used[m] = -1;
+		}
+		for (int k = 0; k < norder; k++) {
+			j_obj();
+			jk_u64("index", order[k]);
+			jk_hex("hex", (uint8_t *)s->dv.buf + order[k] * s->dv.stride, s->dv.stride);
+			j_end();
+			if (s->nposted < 1024)
+				s->posted[s->nposted++] = order[k];
+		}
+	}
+	j_earr();
+	jk_hex("dbrec_hex", s->dv.dbrec, 4);
+	j_key("uar");
+	j_arr();
+	j_earr();
+	j_end();
+	free(before);
+}
+
+/* drain_srq completes the SRQ WQE at posted position k (0 = oldest) through
+ * a responder CQE of QP q (whose SRQ it is), or of the XRC SRQ itself. */
+static void drain_srq(struct srqrec *s, struct qprec *q, struct cqrec *c, int k)
+{
+	struct ibv_wc wc;
+	uint8_t *cqe = cqe_at(c, c->ci);
+	int idx = s->posted[k];
+
+	memset(cqe, 0, 64);
+	if (q)
+		build_resp_cqe(cqe, q, MLX5_CQE_RESP_SEND, (uint16_t)idx, 64, CQE_OWNER_OF(c, c->ci));
+	else {
+		*(uint32_t *)(cqe + 32) = htobe32(s->uidx);
+		*(uint32_t *)(cqe + 44) = htobe32(64);
+		*(uint16_t *)(cqe + 60) = htobe16((uint16_t)idx);
+		cqe[63] = (MLX5_CQE_RESP_SEND << 4) | CQE_OWNER_OF(c, c->ci);
+	}
+	if (ibv_poll_cq(c->cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
+		failx("drain of %s failed", s->name);
+	c->ci++;
+	memmove(&s->posted[k], &s->posted[k + 1], (size_t)(s->nposted - k - 1) * sizeof(int));
+	s->nposted--;
+
+	j_obj();
+	jk_str("kind", "drain");
+	jk_u64("wqe_counter", (uint64_t)idx);
+	jk_u64("wr_id", wc.wr_id);
+	j_end();
+}
+
+static void srq_table(struct srqrec *s, struct qprec *user, struct cqrec *c)
+{
+	struct ibv_recv_wr *a, *b, *d;
+
+	for (uint32_t n = 0; n <= s->max_sge + 1; n++) {
+		reset_pools();
+		post_srq(s, rwr((int)n, L4));
+	}
+	reset_pools();
+	a = rwr(1, NULL);
+	b = rwr(2, L4);
+	d = rwr(1, NULL);
+	a->next = b;
+	b->next = d;
+	post_srq(s, a);
+	if (!c)
+		return;
+	/* complete some out of order, post again, until full, complete all, refill */
+	drain_srq(s, user, c, 1);
+	drain_srq(s, user, c, 0);
+	drain_srq(s, user, c, 2);
+	for (int i = 0; i < 64; i++) {
+		int before = s->nposted;
+
+		reset_pools();
+		post_srq(s, rwr(1, NULL));
+		if (s->nposted == before)
+			break;
+	}
+	while (s->nposted > 0)
+		drain_srq(s, user, c, s->nposted > 3 ? 3 : s->nposted - 1);
+	for (int i = 0; i < 5; i++) {
+		reset_pools();
+		post_srq(s, rwr(2, L4));
+	}
+}
+
+/* ---- more QP tables ---- */
+
+/* ud_dest addresses a UD send through the AHs in turn. */
+static struct ibv_send_wr *ud_dest(struct ibv_send_wr *w, int a)
+{
+	w->wr.ud.ah = ahs[a % nahs].ah;
+	w->wr.ud.remote_qpn = 0x3300 + (uint32_t)a;
+	w->wr.ud.remote_qkey = 0x11111111;
+	return w;
+}
+
+static void ud_table(struct qprec *q)
+{
+	int lim = q->cap.max_inline_data, max = q->cap.max_send_sge;
+	uint32_t lens[] = {0, 1, 16, (uint32_t)lim - 1, (uint32_t)lim, (uint32_t)lim + 1};
+	static const unsigned flagsets[] = {0, IBV_SEND_SIGNALED, IBV_SEND_SOLICITED,
+					    IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE};
+	int a = 0;
+
+#define UD(w) ud_dest((w), a++)
+	for (int op = 0; op < 2; op++) {
+		enum ibv_wr_opcode o = op ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+
+		for (size_t f = 0; f < sizeof(flagsets) / sizeof(flagsets[0]); f++) {
+			reset_pools();
+			post_send(q, UD(swr(o, flagsets[f], 1, NULL)));
+			drain(q);
+		}
+		for (int n = 0; n <= max + 1; n++) {
+			reset_pools();
+			post_send(q, UD(swr(o, IBV_SEND_SIGNALED, n, L4)));
+			drain(q);
+		}
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			reset_pools();
+			post_send(q, UD(swr(o, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &lens[l])));
+			drain(q);
+		}
+	}
+	{
+		struct ibv_send_wr *ws[3];
+
+		reset_pools();
+		ws[0] = UD(swr(IBV_WR_SEND, 0, 1, NULL));
+		ws[1] = UD(swr(IBV_WR_SEND_WITH_IMM, IBV_SEND_INLINE, 1, &lens[2]));
+		ws[2] = UD(swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 2, L4));
+		post_send(q, chain(3, ws));
+		drain(q);
+	}
+	/* wrap: datagram WQEs of 2 to 4 basic blocks, several laps */
+	{
+		uint16_t start = be32toh(q->dv.dbrec[1]);
+
+		for (int i = 0; (uint16_t)(be32toh(q->dv.dbrec[1]) - start) < 3 * q->dv.sq.wqe_cnt; i++) {
+			reset_pools();
+			if (i % 3 == 2)
+				post_send(q, UD(swr(IBV_WR_SEND, IBV_SEND_INLINE, 1, &lens[i % 5])));
+			else
+				post_send(q, UD(swr(i % 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, IBV_SEND_SIGNALED,
+						    1 + i % max, L4)));
+			drain(q);
+		}
+	}
+#undef UD
+	recv_table(q);
+}
+
+static void uc_table(struct qprec *q)
+{
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+						 IBV_WR_RDMA_WRITE_WITH_IMM};
+	static const unsigned flagsets[] = {0, IBV_SEND_SIGNALED, IBV_SEND_SOLICITED, IBV_SEND_FENCE,
+					    IBV_SEND_INLINE | IBV_SEND_SIGNALED};
+	uint32_t lim = q->cap.max_inline_data;
+
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		for (size_t f = 0; f < sizeof(flagsets) / sizeof(flagsets[0]); f++) {
+			reset_pools();
+			post_send(q, swr(ops[o], flagsets[f], 1, NULL));
+			drain(q);
+		}
+		reset_pools();
+		post_send(q, swr(ops[o], IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, L4));
+		drain(q);
+		reset_pools();
+		post_send(q, swr(ops[o], IBV_SEND_INLINE, 1, &lim));
+		drain(q);
+	}
+	recv_table(q);
+}
+
+static void xrc_table(struct qprec *q, uint32_t srqn)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV, IBV_WR_RDMA_WRITE,
+		IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV,
+	};
+	static const uint32_t eight[] = {8};
+	uint32_t lim = q->cap.max_inline_data, over = lim + 1;
+
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		int atomic = ops[o] == IBV_WR_ATOMIC_CMP_AND_SWP || ops[o] == IBV_WR_ATOMIC_FETCH_AND_ADD;
+		struct ibv_send_wr *w;
+
+		reset_pools();
+		w = swr(ops[o], IBV_SEND_SIGNALED, ops[o] == IBV_WR_LOCAL_INV ? 0 : 1, atomic ? eight : NULL);
+		w->qp_type.xrc.remote_srqn = srqn;
+		post_send(q, w);
+		drain(q);
+	}
+	for (int i = 0; i < 3; i++) {
+		struct ibv_send_wr *w;
+
+		reset_pools();
+		if (i == 0)
+			w = swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, L4);
+		else
+			w = swr(IBV_WR_SEND, IBV_SEND_INLINE, 1, i == 1 ? &lim : &over);
+		w->qp_type.xrc.remote_srqn = srqn + (uint32_t)i;
+		post_send(q, w);
+		drain(q);
+	}
+	/* wrap */
+	{
+		uint16_t start = be32toh(q->dv.dbrec[1]);
+
+		for (int i = 0; (uint16_t)(be32toh(q->dv.dbrec[1]) - start) < 3 * q->dv.sq.wqe_cnt; i++) {
+			struct ibv_send_wr *w;
+
+			reset_pools();
+			w = i % 2 ? swr(IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, 1 + i % 4 / 2, L4)
+				  : swr(IBV_WR_SEND, IBV_SEND_INLINE, 1, &lim);
+			w->qp_type.xrc.remote_srqn = srqn;
+			post_send(q, w);
+			drain(q);
+		}
+	}
+}
+
+static void raw_table(struct qprec *q)
+{
+	uint32_t lim = q->cap.max_inline_data;
+	static const uint32_t one64[] = {64}, exact[] = {18}, split[] = {10, 50}, split3[] = {6, 6, 30},
+			      short14[] = {14}, big[] = {1514}, hdrdata[] = {18, 100, 200};
+	struct ibv_send_wr *ws[3];
+
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 1, one64));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, 0, 1, exact));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 2, split));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 3, split3));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 1, short14));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_IP_CSUM, 1, big));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 3, hdrdata));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, L4));
+	drain(q);
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge + 1, L4));
+	drain(q);
+	{
+		uint32_t l[] = {18 + 1, lim, lim + 1, 60};
+
+		for (int i = 0; i < 4; i++) {
+			reset_pools();
+			post_send(q, swr(IBV_WR_SEND, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &l[i]));
+			drain(q);
+		}
+	}
+	reset_pools();
+	ws[0] = swr(IBV_WR_SEND, 0, 1, one64);
+	ws[1] = swr(IBV_WR_SEND, IBV_SEND_SOLICITED, 2, split);
+	ws[2] = swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 1, big);
+	post_send(q, chain(3, ws));
+	drain(q);
+	{
+		uint16_t start = be32toh(q->dv.dbrec[1]);
+
+		for (int i = 0; (uint16_t)(be32toh(q->dv.dbrec[1]) - start) < 3 * q->dv.sq.wqe_cnt; i++) {
+			reset_pools();
+			post_send(q, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 1 + i % (int)q->cap.max_send_sge,
+					 i % 2 ? L4 : hdrdata));
+			drain(q);
+		}
+	}
+	recv_table(q);
+}
+
+static void sigall_table(struct qprec *q)
+{
+	static const uint32_t eight[] = {8};
+
+	reset_pools();
+	post_send(q, swr(IBV_WR_SEND, 0, 1, NULL));
+	reset_pools();
+	post_send(q, swr(IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, 1, NULL));
+	reset_pools();
+	post_send(q, swr(IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_SEND_FENCE, 1, eight));
+	drain(q);
+}
+
+static void rq_wrap(struct qprec *q)
+{
+	uint16_t start = be32toh(q->dv.dbrec[0]);
+	static const uint32_t two[] = {100, 200};
+
+	for (int i = 0; (uint16_t)(be32toh(q->dv.dbrec[0]) - start) < 3 * q->dv.rq.wqe_cnt; i++) {
+		int n = 1 + i % 3;
+		struct ibv_recv_wr *ws[3];
+
+		reset_pools();
+		for (int k = 0; k < n; k++)
+			ws[k] = rwr(1 + (i + k) % 2, two);
+		for (int k = 0; k + 1 < n; k++)
+			ws[k]->next = ws[k + 1];
+		post_recv(q, ws[0]);
+		drain_recv(q, n);
+	}
+	/* fill until libmlx5 refuses */
+	for (int i = 0; i < 64; i++) {
+		uint16_t before = be32toh(q->dv.dbrec[0]);
+
+		reset_pools();
+		post_recv(q, rwr(1, NULL));
+		if (be32toh(q->dv.dbrec[0]) == before)
+			break;
+	}
+}
+
+/* ---- the CQE table ---- */
+
+struct cqe_case {
+	const char *name;
+	struct qprec *qp;
+	uint8_t cqe[64];
+	int written_owner_ok; /* the case was built for the current index */
+};
+
+static void emit_wc(const struct ibv_wc *wc)
+{
+	j_key("wc");
+	j_obj();
+	jk_u64("wr_id", wc->wr_id);
+	jk_u64("status", wc->status);
+	jk_u64("opcode", wc->opcode);
+	jk_u64("vendor_err", wc->vendor_err);
+	jk_u64("byte_len", wc->byte_len);
+	jk_u64("imm_data", wc->imm_data);
+	jk_u64("qp_num", wc->qp_num);
+	jk_u64("src_qp", wc->src_qp);
+	jk_u64("wc_flags", wc->wc_flags);
+	jk_u64("pkey_index", wc->pkey_index);
+	jk_u64("slid", wc->slid);
+	jk_u64("sl", wc->sl);
+	jk_u64("dlid_path_bits", wc->dlid_path_bits);
+	j_end();
+}
+
+/* poll_case writes cqe at the CQ's consumer index (the owner bit in
+ * cqe[63] bit 0 is set here from the index unless keep_owner), polls one
+ * completion and records it. */
+/* a receive buffer a scatter-to-CQE case fills, recorded with the case */
+static uint64_t scatter_addr;
+static size_t scatter_len;
+
+static void poll_case(struct cqrec *c, const char *name, struct qprec *q, uint8_t *cqe, int keep_owner)
+{
+	struct ibv_wc wc;
+	uint8_t *slot = cqe_at(c, c->ci);
+	int n;
+
+	if (!keep_owner)
+		cqe[63] = (cqe[63] & ~1) | CQE_OWNER_OF(c, c->ci);
+	memcpy(slot, cqe, 64);
+	memset(&wc, 0, sizeof(wc));
+	n = ibv_poll_cq(c->cq, 1, &wc);
+
+	j_obj();
+	jk_str("name", name);
+	jk_str("cq", c->name);
+	jk_str("qp", q ? q->name : "");
+	jk_u64("index", c->ci);
+	jk_hex("cqe_hex", cqe, 64);
+	jk_i64("ret", n);
+	if (n == 1)
+		emit_wc(&wc);
+	jk_hex("cq_dbrec_hex", c->dv.dbrec, 8);
+	if (scatter_len) {
+		j_key("scatter");
+		j_obj();
+		jk_u64("addr", scatter_addr);
+		jk_hex("hex", (void *)(uintptr_t)scatter_addr, scatter_len);
+		j_end();
+	}
+	j_end();
+	if (n == 1)
+		c->ci++;
+	else if (n < 0)
+		/* refused: libmlx5 consumed the entry (its doorbell record says how far) */
+		c->ci = be32toh(c->dv.dbrec[0]) & 0xffffff;
+	else
+		/* nothing consumed: put the slot back to what libmlx5 initialised */
+		memset(slot, 0, 64), slot[63] = MLX5_CQE_INVALID << 4;
+}
+
+static void err_cqe(uint8_t *cqe, struct qprec *q, uint8_t opcode, uint8_t syndrome, uint8_t vendor,
+		    uint16_t wqe_counter, uint8_t send_op)
+{
+	memset(cqe, 0, 64);
+	*(uint32_t *)(cqe + 32) = htobe32(q->uidx);
+	cqe[54] = vendor;
+	cqe[55] = syndrome;
+	*(uint32_t *)(cqe + 56) = htobe32((uint32_t)send_op << 24 | q->qp->qp_num);
+	*(uint16_t *)(cqe + 60) = htobe16(wqe_counter);
+	cqe[63] = opcode << 4;
+}
+
+static void cqe_table(struct cqrec *c, struct qprec *rc, struct qprec *ud, struct qprec *srqqp,
+		      struct qprec *raw, struct srqrec *srq, struct srqrec *xsrq, int first_op_wqe)
+{
+	static const struct { const char *name; uint8_t mlx5_op; uint32_t byte_cnt; } req[] = {
+		{"req-send", MLX5_OPCODE_SEND, 0}, {"req-send-imm", MLX5_OPCODE_SEND_IMM, 0},
+		{"req-send-inv", MLX5_OPCODE_SEND_INVAL, 0}, {"req-rdma-write", MLX5_OPCODE_RDMA_WRITE, 0},
+		{"req-rdma-write-imm", MLX5_OPCODE_RDMA_WRITE_IMM, 0},
+		{"req-rdma-read", MLX5_OPCODE_RDMA_READ, 1024},
+		{"req-atomic-cs", MLX5_OPCODE_ATOMIC_CS, 8}, {"req-atomic-fa", MLX5_OPCODE_ATOMIC_FA, 8},
+		{"req-local-inv", MLX5_OPCODE_UMR, 0},
+	};
+	static const struct { const char *name; uint8_t syndrome; } errs[] = {
+		{"err-local-length", 0x01}, {"err-local-qp-op", 0x02}, {"err-local-protection", 0x04},
+		{"err-wr-flushed", 0x05}, {"err-mw-bind", 0x06}, {"err-bad-response", 0x10},
+		{"err-local-access", 0x11}, {"err-remote-invalid-request", 0x12},
+		{"err-remote-access", 0x13}, {"err-remote-op", 0x14},
+		{"err-transport-retry-exceeded", 0x15}, {"err-rnr-retry-exceeded", 0x16},
+		{"err-remote-abort", 0x22}, {"err-unknown-syndrome", 0x42},
+	};
+	uint8_t cqe[64];
+	int w = first_op_wqe;
+
+	j_key("cqes");
+	j_arr();
+	/* requester completions of the opcodes, in the order posted */
+	for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+		build_req_cqe(cqe, rc, rc->wqe_log[w++], req[i].mlx5_op, req[i].byte_cnt, 0);
+		poll_case(c, req[i].name, rc, cqe, 0);
+	}
+	/* the same WQE completed twice is not a case: skip ahead */
+	/* responder completions on the RC QP's RQ */
+	build_resp_cqe(cqe, rc, MLX5_CQE_RESP_SEND, 0, 100, 0);
+	poll_case(c, "resp-send", rc, cqe, 0);
+	build_resp_cqe(cqe, rc, MLX5_CQE_RESP_SEND_IMM, 1, 0, 0);
+	*(uint32_t *)(cqe + 36) = htobe32(0xa1b2c3d4);
+	poll_case(c, "resp-send-imm", rc, cqe, 0);
+	build_resp_cqe(cqe, rc, MLX5_CQE_RESP_WR_IMM, 2, 4096, 0);
+	*(uint32_t *)(cqe + 36) = htobe32(0x01020304);
+	poll_case(c, "resp-rdma-write-imm", rc, cqe, 0);
+	build_resp_cqe(cqe, rc, MLX5_CQE_RESP_SEND_INV, 3, 64, 0);
+	*(uint32_t *)(cqe + 36) = htobe32(0x00beef77);
+	poll_case(c, "resp-send-inv", rc, cqe, 0);
+	build_resp_cqe(cqe, rc, MLX5_CQE_RESP_SEND, 4, 1500, 0);
+	cqe[28] = 0x06; /* hds_ip_ext: L3 and L4 checksums ok */
+	cqe[29] = 0x20; /* l4_hdr_type_etc: IPv4 TCP */
+	cqe[63] |= 2;   /* solicited event */
+	poll_case(c, "resp-send-csum-solicited", rc, cqe, 0);
+	/* scatter to CQE: a small message arrives inside the CQE (the QP was
+	 * created with MLX5_QP_FLAG_SCATTER_CQE) and libmlx5 copies it to
+	 * the receive buffer */
+	{
+		const uint8_t *wqe = (uint8_t *)rc->dv.rq.buf + 5 * rc->dv.rq.stride;
+		uint64_t addr = be64toh(*(const uint64_t *)(wqe + 8));
+
+		build_resp_cqe(cqe, rc, MLX5_CQE_RESP_SEND, 5, 20, 0);
+		for (int i = 0; i < 32; i++)
+			cqe[i] = (uint8_t)(0xc0 + i);
+		cqe[63] |= MLX5_INLINE_SCATTER_32;
+		memset((void *)(uintptr_t)addr, 0, 32);
+		scatter_addr = addr;
+		scatter_len = 32;
+		poll_case(c, "resp-send-scatter-32", rc, cqe, 0);
+		scatter_len = 0;
+	}
+	/* raw packet receives with checksum results */
+	build_resp_cqe(cqe, raw, MLX5_CQE_RESP_SEND, 0, 1514, 0);
+	cqe[28] = 0x06; /* hds_ip_ext: L3 and L4 ok */
+	cqe[29] = 0x18; /* l4_hdr_type_etc: TCP (bits 4-6), IPv4 (bits 2-3) */
+	poll_case(c, "raw-resp-csum-ok", raw, cqe, 0);
+	build_resp_cqe(cqe, raw, MLX5_CQE_RESP_SEND, 1, 60, 0);
+	cqe[28] = 0x04; /* L4 ok only */
+	cqe[29] = 0x18;
+	poll_case(c, "raw-resp-csum-l3-bad", raw, cqe, 0);
+	/* UD responder: GRH, source QP, SL, pkey index */
+	build_resp_cqe(cqe, ud, MLX5_CQE_RESP_SEND, 0, 40 + 256, 0);
+	*(uint32_t *)(cqe + 24) = htobe32(1u << 28 | 5u << 24 | 0x123456);
+	*(uint32_t *)(cqe + 36) = htobe32(0x0000);
+	poll_case(c, "ud-resp-send-grh", ud, cqe, 0);
+	build_resp_cqe(cqe, ud, MLX5_CQE_RESP_SEND_IMM, 1, 40 + 8, 0);
+	*(uint32_t *)(cqe + 24) = htobe32(1u << 28 | 3u << 24 | 0x000abc);
+	*(uint32_t *)(cqe + 36) = htobe32(0xfeedf00d);
+	*(uint16_t *)(cqe + 22) = htobe16(0x0017);
+	cqe[17] = 0x85;
+	poll_case(c, "ud-resp-send-imm-grh", ud, cqe, 0);
+	build_resp_cqe(cqe, ud, MLX5_CQE_RESP_SEND, 2, 40, 0);
+	*(uint32_t *)(cqe + 24) = htobe32(0u << 28 | 0u << 24 | 0x000001);
+	poll_case(c, "ud-resp-send-no-grh", ud, cqe, 0);
+	/* SRQ completions, out of order */
+	build_resp_cqe(cqe, srqqp, MLX5_CQE_RESP_SEND, (uint16_t)srq->posted[1], 77, 0);
+	poll_case(c, "srq-resp-send", srqqp, cqe, 0);
+	build_resp_cqe(cqe, srqqp, MLX5_CQE_RESP_SEND_IMM, (uint16_t)srq->posted[0], 78, 0);
+	*(uint32_t *)(cqe + 36) = htobe32(0x55667788);
+	poll_case(c, "srq-resp-send-imm", srqqp, cqe, 0);
+	/* an XRC SRQ completion carries the SRQ's own user index */
+	memset(cqe, 0, 64);
+	*(uint32_t *)(cqe + 32) = htobe32(xsrq->uidx);
+	*(uint32_t *)(cqe + 44) = htobe32(99);
+	*(uint32_t *)(cqe + 56) = htobe32(rc->qp->qp_num + 0x100);
+	*(uint16_t *)(cqe + 60) = htobe16((uint16_t)xsrq->posted[0]);
+	cqe[63] = MLX5_CQE_RESP_SEND << 4;
+	poll_case(c, "xrc-srq-resp-send", NULL, cqe, 0);
+	/* nothing there: an entry still owned by the hardware, then an invalid one */
+	build_req_cqe(cqe, rc, rc->wqe_log[w], MLX5_OPCODE_SEND, 0, 0);
+	cqe[63] ^= 0; /* owner set below to the wrong value */
+	cqe[63] = (cqe[63] & ~1) | (CQE_OWNER_OF(c, c->ci) ^ 1);
+	poll_case(c, "owner-mismatch", rc, cqe, 1);
+	build_req_cqe(cqe, rc, rc->wqe_log[w], MLX5_OPCODE_SEND, 0, 0);
+	cqe[63] = (MLX5_CQE_INVALID << 4);
+	poll_case(c, "invalid-opcode-owner-ok", rc, cqe, 0);
+	/* a NO_PACKET CQE that is not a tag-matching one: libmlx5 refuses it */
+	build_req_cqe(cqe, rc, rc->wqe_log[w], MLX5_OPCODE_SEND, 0, 0);
+	cqe[63] = MLX5_CQE_NO_PACKET << 4;
+	poll_case(c, "no-packet-not-tag-matching", rc, cqe, 0);
+	/* error completions of the send queue, one WQE each */
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		err_cqe(cqe, rc, MLX5_CQE_REQ_ERR, errs[i].syndrome, (uint8_t)(0x80 + i), rc->wqe_log[w++],
+			MLX5_OPCODE_SEND);
+		poll_case(c, errs[i].name, rc, cqe, 0);
+	}
+	/* a responder error (flush) on the RQ */
+	err_cqe(cqe, rc, MLX5_CQE_RESP_ERR, 0x05, 0x99, 5, 0);
+	poll_case(c, "resp-err-wr-flushed", rc, cqe, 0);
+	err_cqe(cqe, rc, MLX5_CQE_RESP_ERR, 0x04, 0x9a, 6, 0);
+	poll_case(c, "resp-err-local-protection", rc, cqe, 0);
+	/* a requester completion that retires several unsignaled WQEs at once */
+	build_req_cqe(cqe, rc, rc->wqe_log[w + 2], MLX5_OPCODE_SEND, 0, 0);
+	w += 3;
+	poll_case(c, "req-send-after-unsignaled", rc, cqe, 0);
+	j_earr();
+	(void)w;
+}
+
+static void arm_table(struct cqrec *c)
+{
+	j_key("arms");
+	j_arr();
+	for (int sol = 0; sol < 2; sol++) {
+		if (ibv_req_notify_cq(c->cq, sol))
+			fail("ibv_req_notify_cq");
+		j_obj();
+		jk_str("cq", c->name);
+		jk_u64("solicited_only", sol);
+		jk_u64("ci", c->ci);
+		jk_hex("cq_dbrec_hex", c->dv.dbrec, 8);
+		emit_uar((const uint8_t *)((uintptr_t)c->dv.cq_uar & ~0xfffUL));
+		j_end();
+	}
+	j_earr();
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -1164,44 +1886,203 @@ int main(int argc, char **argv)
 	jk_u64("data_base", DATA_BASE);
 	j_end();
 
-	struct cqrec *cq0;
+	struct cqrec *cq0, *cq1;
 	j_key("cqs");
 	j_arr();
 	cq0 = new_cq("cq0", 255);
+	cq1 = new_cq("cq1", 7);
 	j_earr();
+
+	j_key("ahs");
+	j_arr();
+	new_ah("ah0", 1, 0x12345, 0, 0, 64, 2);     /* RoCE v2, flow label gives the UDP port */
+	new_ah("ah1", 0, 0, 3, 0x20, 255, 3);       /* RoCE v1 */
+	new_ah("ah2", 3, 0xfffff, 7, 0xb8, 1, 4);   /* RoCE v2, IPv4-mapped source GID */
+	j_earr();
+
+	struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+					.fd = -1, .oflags = O_CREAT};
+	xrcd = ibv_open_xrcd(ctx, &xa);
+	if (!xrcd)
+		fail("ibv_open_xrcd");
+	struct srqrec *srq0 = new_srq("srq0", 16, 2, 0, NULL, NULL);
+	struct srqrec *srq1 = new_srq("srq1", 8, 1, 0, NULL, NULL);
+	struct srqrec *xsrq = new_srq("xsrq", 8, 1, 1, xrcd, cq1);
+
+	static struct qprec rc, rcwrap, ud, uc, raw, xrc, sigall, rcsrq, rqwrap, cqrc, cqud, cqsrq, cqraw;
+	int first_op_wqe;
 
 	j_key("qps");
 	j_arr();
 	{
-		struct qprec q;
 		struct qpspec s = {.name = "rc", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
 				   .cap = {.max_send_wr = 64, .max_recv_wr = 32, .max_send_sge = 4,
 					   .max_recv_sge = 4, .max_inline_data = 64}};
 
-		begin_qp(&q, &s);
-		rc_opcodes(&q);
-		rc_sges(&q);
-		rc_inline(&q);
-		rc_lists(&q);
-		recv_table(&q);
-		end_qp(&q);
+		begin_qp(&rc, &s);
+		rc_opcodes(&rc);
+		rc_sges(&rc);
+		rc_inline(&rc);
+		rc_lists(&rc);
+		recv_table(&rc);
+		end_qp(&rc);
 	}
 	{
-		struct qprec q;
 		struct qpspec s = {.name = "rc-wrap", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
 				   .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 4,
 					   .max_recv_sge = 1, .max_inline_data = 160}};
 
-		begin_qp(&q, &s);
-		rc_wrap(&q);
-		rc_overflow(&q);
-		end_qp(&q);
+		begin_qp(&rcwrap, &s);
+		rc_wrap(&rcwrap);
+		rc_overflow(&rcwrap);
+		end_qp(&rcwrap);
+	}
+	{
+		struct qpspec s = {.name = "ud", .type = IBV_QPT_UD, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 3,
+					   .max_recv_sge = 2, .max_inline_data = 100}};
+
+		begin_qp(&ud, &s);
+		ud_table(&ud);
+		end_qp(&ud);
+	}
+	{
+		struct qpspec s = {.name = "uc", .type = IBV_QPT_UC, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 16, .max_recv_wr = 8, .max_send_sge = 2,
+					   .max_recv_sge = 2, .max_inline_data = 32}};
+
+		begin_qp(&uc, &s);
+		uc_table(&uc);
+		end_qp(&uc);
+	}
+	{
+		struct qpspec s = {.name = "raw", .type = IBV_QPT_RAW_PACKET, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 3,
+					   .max_recv_sge = 1, .max_inline_data = 64}};
+
+		begin_qp(&raw, &s);
+		raw_table(&raw);
+		end_qp(&raw);
+	}
+	{
+		struct qpspec s = {.name = "xrc", .type = IBV_QPT_XRC_SEND, .scq = cq0, .rcq = NULL,
+				   .cap = {.max_send_wr = 16, .max_send_sge = 2, .max_inline_data = 48}};
+
+		begin_qp(&xrc, &s);
+		xrc_table(&xrc, xsrq->srqn);
+		end_qp(&xrc);
+	}
+	{
+		struct qpspec s = {.name = "rc-sig-all", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
+				   .sq_sig_all = 1,
+				   .cap = {.max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1,
+					   .max_recv_sge = 1, .max_inline_data = 0}};
+
+		begin_qp(&sigall, &s);
+		sigall_table(&sigall);
+		end_qp(&sigall);
+	}
+	{
+		struct qpspec s = {.name = "rc-srq", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0, .srq = srq0,
+				   .cap = {.max_send_wr = 4, .max_send_sge = 1, .max_inline_data = 16}};
+
+		begin_qp(&rcsrq, &s);
+		reset_pools();
+		post_send(&rcsrq, swr(IBV_WR_SEND, IBV_SEND_SIGNALED, 1, NULL));
+		drain(&rcsrq);
+		end_qp(&rcsrq);
+	}
+	{
+		struct qpspec s = {.name = "rc-rq-wrap", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 1, .max_recv_wr = 4, .max_send_sge = 1,
+					   .max_recv_sge = 2}};
+
+		begin_qp(&rqwrap, &s);
+		rq_wrap(&rqwrap);
+		end_qp(&rqwrap);
+	}
+	{
+		static const enum ibv_wr_opcode ops[] = {
+			IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV, IBV_WR_RDMA_WRITE,
+			IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+			IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV,
+		};
+		static const uint32_t eight[] = {8};
+		struct qpspec s = {.name = "cq-rc", .type = IBV_QPT_RC, .scq = cq1, .rcq = cq1,
+				   .cap = {.max_send_wr = 32, .max_recv_wr = 8, .max_send_sge = 1,
+					   .max_recv_sge = 1, .max_inline_data = 0}};
+
+		begin_qp(&cqrc, &s);
+		first_op_wqe = cqrc.nwqe_log;
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+			int atomic = ops[o] == IBV_WR_ATOMIC_CMP_AND_SWP ||
+				     ops[o] == IBV_WR_ATOMIC_FETCH_AND_ADD;
+
+			reset_pools();
+			post_send(&cqrc, swr(ops[o], IBV_SEND_SIGNALED, ops[o] == IBV_WR_LOCAL_INV ? 0 : 1,
+					      atomic ? eight : NULL));
+		}
+		for (int i = 0; i < 17; i++) {
+			reset_pools();
+			post_send(&cqrc, swr(IBV_WR_SEND, i >= 14 ? 0 : IBV_SEND_SIGNALED, 1, NULL));
+		}
+		for (int i = 0; i < 8; i++) {
+			reset_pools();
+			post_recv(&cqrc, rwr(1, NULL));
+		}
+		end_qp(&cqrc);
+	}
+	{
+		struct qpspec s = {.name = "cq-ud", .type = IBV_QPT_UD, .scq = cq1, .rcq = cq1,
+				   .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+					   .max_recv_sge = 1}};
+
+		begin_qp(&cqud, &s);
+		for (int i = 0; i < 3; i++) {
+			reset_pools();
+			post_recv(&cqud, rwr(1, NULL));
+		}
+		end_qp(&cqud);
+	}
+	{
+		struct qpspec s = {.name = "cq-srq", .type = IBV_QPT_RC, .scq = cq1, .rcq = cq1, .srq = srq1,
+				   .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+
+		begin_qp(&cqsrq, &s);
+		end_qp(&cqsrq);
+	}
+	{
+		struct qpspec s = {.name = "cq-raw", .type = IBV_QPT_RAW_PACKET, .scq = cq1, .rcq = cq1,
+				   .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+					   .max_recv_sge = 1}};
+
+		begin_qp(&cqraw, &s);
+		for (int i = 0; i < 2; i++) {
+			reset_pools();
+			post_recv(&cqraw, rwr(1, NULL));
+		}
+		end_qp(&cqraw);
 	}
 	j_earr();
-	(void)cq_by_ibv;
-	(void)srq_name;
-	(void)build_resp_cqe;
-	(void)new_ah;
+
+	j_key("srqs");
+	j_arr();
+	begin_srq(srq0);
+	srq_table(srq0, &rcsrq, cq0);
+	j_earr();
+	j_end();
+	begin_srq(srq1);
+	srq_table(srq1, NULL, NULL);
+	j_earr();
+	j_end();
+	begin_srq(xsrq);
+	srq_table(xsrq, NULL, NULL);
+	j_earr();
+	j_end();
+	j_earr();
+
+	cqe_table(cq1, &cqrc, &cqud, &cqsrq, &cqraw, srq1, xsrq, first_op_wqe);
+	arm_table(cq1);
 	j_end();
 	return 0;
 }
