@@ -779,6 +779,10 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		return p;
 	for (i = 0; i < nuars; i++) {
 		if ((uint64_t)off == uars[i].mmap_offset && !uars[i].addr) {
+			uint64_t *q = p;
+
+			for (size_t k = 0; k < len / 8; k++)
+				q[k] = FAKE_UAR_POISON;
 			uars[i].addr = p;
 			uars[i].len = len;
 			return p;

@@ -20,6 +20,11 @@
 #define FAKE_RAW_RQN 0x32
 #define FAKE_RAW_SQN 0x33
 
+/* UAR pages are filled with this 64-bit pattern, so that every store
+ * libmlx5 makes there shows, even one of zeros (all its UAR stores are
+ * aligned 8-byte ones). */
+#define FAKE_UAR_POISON 0xa5c3a5c3a5c3a5c3ULL
+
 /* Records are kept per command: slot = write command number, or
  * FAKE_EX(number) for the extended commands. */
 #define FAKE_EX(cmd) (64 + (cmd))

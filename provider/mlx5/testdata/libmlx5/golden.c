@@ -509,39 +509,39 @@ static void emit_blocks(const uint8_t *before, const uint8_t *now, uint32_t cnt,
 	free(mark);
 }
 
-/* emit_uar writes what landed in the UAR pages since they were last zeroed,
- * and zeroes them. A doorbell is 8 bytes; a BlueFlame copy is whole 64-byte
- * chunks (a BlueFlame WQE always has nonzero bytes past its first 8). */
+/* emit_uar writes what landed in the UAR pages since they were last
+ * filled with FAKE_UAR_POISON, and fills them again: every run of 8-byte
+ * words that differ from the pattern, with its offset in the page (a
+ * doorbell is one word, a BlueFlame copy whole 64-byte chunks). */
 static void emit_uar(const uint8_t *qp_page)
 {
 	j_key("uar");
 	j_arr();
 	for (int u = 0; u < fake_uar_count(); u++) {
-		uint8_t *p = fake_uar(u)->addr;
-		int first = -1, last = -1;
+		uint64_t *p = fake_uar(u)->addr;
+		int i = 0;
 
 		if (!p)
 			continue;
-		for (int i = 0; i < 4096; i++) {
-			if (p[i]) {
-				if (first < 0)
-					first = i;
-				last = i;
+		while (i < 512) {
+			int start;
+
+			if (p[i] == FAKE_UAR_POISON) {
+				i++;
+				continue;
 			}
+			start = i;
+			while (i < 512 && p[i] != FAKE_UAR_POISON)
+				i++;
+			j_obj();
+			if ((uint8_t *)p != qp_page)
+				jk_u64("page_id", fake_uar(u)->page_id);
+			jk_u64("offset", (uint64_t)start * 8);
+			jk_hex("hex", p + start, (size_t)(i - start) * 8);
+			j_end();
+			for (int k = start; k < i; k++)
+				p[k] = FAKE_UAR_POISON;
 		}
-		if (first < 0)
-			continue;
-		first &= ~7;
-		int len = last < first + 8 ? 8 : ((last - (first & ~63) + 64) & ~63);
-		if (len > 8)
-			first &= ~63;
-		j_obj();
-		if (p != qp_page)
-			jk_u64("page_id", fake_uar(u)->page_id);
-		jk_u64("offset", first);
-		jk_hex("hex", p + first, len);
-		j_end();
-		memset(p, 0, 4096);
 	}
 	j_earr();
 }
@@ -1578,6 +1578,136 @@ static void rq_wrap(struct qprec *q)
 	}
 }
 
+/* ---- WQEs that straddle the end of the ring ---- */
+
+/* A filler is a WR one basic block long; a big one spans several. */
+typedef struct ibv_send_wr *(*wr_maker)(struct qprec *q, int variant);
+
+static uint16_t sq_pos(struct qprec *q)
+{
+	return (uint16_t)be32toh(q->dv.dbrec[1]);
+}
+
+/* align_to posts one-block WQEs until the next WQE starts k blocks before
+ * the end of the ring. */
+static void align_to(struct qprec *q, wr_maker filler, uint32_t k)
+{
+	while ((sq_pos(q) & (q->dv.sq.wqe_cnt - 1)) != q->dv.sq.wqe_cnt - k) {
+		uint16_t before = sq_pos(q);
+
+		reset_pools();
+		post_send(q, filler(q, 0));
+		drain(q);
+		if (sq_pos(q) != (uint16_t)(before + 1))
+			failx("%s: the filler is not one basic block", q->name);
+	}
+}
+
+/* straddles puts each big WR variant across the end of the ring, starting
+ * 1, 2 and 3 blocks before it, alone (BlueFlame copy) and as the second of
+ * a list of two (doorbell only). */
+static void straddles(struct qprec *q, wr_maker filler, wr_maker big, int nvariants)
+{
+	for (int v = 0; v < nvariants; v++) {
+		for (uint32_t k = 1; k <= 3; k++) {
+			align_to(q, filler, k);
+			reset_pools();
+			post_send(q, big(q, v));
+			drain(q);
+			align_to(q, filler, k + 1);
+			reset_pools();
+			{
+				struct ibv_send_wr *ws[2] = {filler(q, 1), big(q, v)};
+
+				post_send(q, chain(2, ws));
+			}
+			drain(q);
+		}
+	}
+}
+
+static struct ibv_send_wr *rc_filler(struct qprec *q, int v)
+{
+	(void)q;
+	return swr(v ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_SEND, 0, v ? 0 : 1, NULL);
+}
+
+static struct ibv_send_wr *rc_big(struct qprec *q, int v)
+{
+	static const uint32_t eight[] = {8};
+	uint32_t inl = q->cap.max_inline_data;
+
+	switch (v) {
+	case 0: return swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, L4);
+	case 1: return swr(IBV_WR_RDMA_WRITE, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &inl);
+	case 2: return swr(IBV_WR_ATOMIC_CMP_AND_SWP, IBV_SEND_SIGNALED, 1, eight);
+	case 3: return swr(IBV_WR_LOCAL_INV, IBV_SEND_SIGNALED, 0, NULL);
+	default: return swr(IBV_WR_SEND_WITH_IMM, IBV_SEND_INLINE, 1, &inl);
+	}
+}
+
+static struct ibv_send_wr *ud_filler(struct qprec *q, int v)
+{
+	(void)q;
+	return ud_dest(swr(v ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 0, 0, NULL), v);
+}
+
+static struct ibv_send_wr *ud_big(struct qprec *q, int v)
+{
+	uint32_t inl = q->cap.max_inline_data;
+
+	switch (v) {
+	case 0: return ud_dest(swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, L4), 0);
+	case 1: return ud_dest(swr(IBV_WR_SEND_WITH_IMM, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &inl), 1);
+	default: return ud_dest(swr(IBV_WR_SEND, 0, 1, NULL), 2);
+	}
+}
+
+static struct ibv_send_wr *raw_filler(struct qprec *q, int v)
+{
+	static const uint32_t exact[] = {18};
+
+	(void)q;
+	(void)v;
+	return swr(IBV_WR_SEND, 0, 1, exact);
+}
+
+static struct ibv_send_wr *raw_big(struct qprec *q, int v)
+{
+	static const uint32_t hdrdata[] = {60, 100, 200};
+	uint32_t inl = q->cap.max_inline_data;
+
+	if (v == 0)
+		return swr(IBV_WR_SEND, IBV_SEND_SIGNALED, (int)q->cap.max_send_sge, hdrdata);
+	return swr(IBV_WR_SEND, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &inl);
+}
+
+static uint32_t xrc_srqn;
+
+static struct ibv_send_wr *xrc_filler(struct qprec *q, int v)
+{
+	struct ibv_send_wr *w = swr(IBV_WR_SEND, 0, 1, NULL);
+
+	(void)q;
+	(void)v;
+	w->qp_type.xrc.remote_srqn = xrc_srqn;
+	return w;
+}
+
+static struct ibv_send_wr *xrc_big(struct qprec *q, int v)
+{
+	static const uint32_t eight[] = {8};
+	uint32_t inl = q->cap.max_inline_data;
+	struct ibv_send_wr *w;
+
+	if (v == 0)
+		w = swr(IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_SEND_SIGNALED, 1, eight);
+	else
+		w = swr(IBV_WR_SEND, IBV_SEND_INLINE | IBV_SEND_SIGNALED, 1, &inl);
+	w->qp_type.xrc.remote_srqn = xrc_srqn;
+	return w;
+}
+
 /* ---- the CQE table ---- */
 
 struct cqe_case {
@@ -1971,6 +2101,48 @@ int main(int argc, char **argv)
 		begin_qp(&xrc, &s);
 		xrc_table(&xrc, xsrq->srqn);
 		end_qp(&xrc);
+	}
+	/* small rings (8 basic blocks) where WQEs of every kind are put
+	 * across the end */
+	{
+		static struct qprec q;
+		struct qpspec s = {.name = "rc-straddle", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 4,
+					   .max_recv_sge = 1, .max_inline_data = 160}};
+
+		begin_qp(&q, &s);
+		straddles(&q, rc_filler, rc_big, 5);
+		end_qp(&q);
+	}
+	{
+		static struct qprec q;
+		struct qpspec s = {.name = "ud-straddle", .type = IBV_QPT_UD, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 4,
+					   .max_recv_sge = 1, .max_inline_data = 100}};
+
+		begin_qp(&q, &s);
+		straddles(&q, ud_filler, ud_big, 3);
+		end_qp(&q);
+	}
+	{
+		static struct qprec q;
+		struct qpspec s = {.name = "raw-straddle", .type = IBV_QPT_RAW_PACKET, .scq = cq0, .rcq = cq0,
+				   .cap = {.max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 3,
+					   .max_recv_sge = 1, .max_inline_data = 100}};
+
+		begin_qp(&q, &s);
+		straddles(&q, raw_filler, raw_big, 2);
+		end_qp(&q);
+	}
+	{
+		static struct qprec q;
+		struct qpspec s = {.name = "xrc-straddle", .type = IBV_QPT_XRC_SEND, .scq = cq0,
+				   .cap = {.max_send_wr = 2, .max_send_sge = 2, .max_inline_data = 100}};
+
+		xrc_srqn = xsrq->srqn;
+		begin_qp(&q, &s);
+		straddles(&q, xrc_filler, xrc_big, 2);
+		end_qp(&q);
 	}
 	{
 		struct qpspec s = {.name = "rc-sig-all", .type = IBV_QPT_RC, .scq = cq0, .rcq = cq0,
