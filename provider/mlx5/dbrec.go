@@ -15,7 +15,8 @@ import (
 // children (MADV_DONTFORK), as libmlx5's mlx5_alloc_buf does: a child's
 // copy-on-write would move the parent's pages away from the pinned ones.
 type queueBuffer struct {
-	mem []byte
+	mem    []byte
+	mapped bool // mapped by allocQueueBuffer: free unmaps it (tests bring their own memory)
 }
 
 // allocQueueBuffer maps size bytes rounded up to pageSize.
@@ -32,7 +33,7 @@ func allocQueueBuffer(size, pageSize int) (queueBuffer, error) {
 		unix.Munmap(mem)
 		return queueBuffer{}, fmt.Errorf("mlx5: madvise(MADV_DONTFORK) on a queue buffer: %w", err)
 	}
-	return queueBuffer{mem: mem}, nil
+	return queueBuffer{mem: mem, mapped: true}, nil
 }
 
 // addr is the buffer's address, as the kernel's driver data carries it.
@@ -45,6 +46,10 @@ func (b queueBuffer) addr() uint64 {
 
 func (b *queueBuffer) free() error {
 	if b.mem == nil {
+		return nil
+	}
+	if !b.mapped {
+		b.mem = nil
 		return nil
 	}
 	err := unix.Munmap(b.mem)

@@ -64,6 +64,8 @@ type Context struct {
 	eceSupported   bool
 	noKernDynUAR   bool // static UARs only (tot_bfregs in the response)
 	atomics        bool
+	preferBF       bool // libmlx5's MLX5_POST_SEND_PREFER_BF, on unless set to 0
+	scatterToCQE   bool // libmlx5's MLX5_SCATTER_TO_CQE, on unless set to 0
 
 	dbrecs   *dbAllocator
 	allocBuf func(size, pageSize int) (queueBuffer, error)
@@ -102,7 +104,11 @@ type lifetime struct {
 // tot_uuars from the page size (get_total_uuars), 4 low-latency bfregs,
 // CQE version 1, 4K and dynamic UARs.
 func newContext(pageSize int) *Context {
-	c := &Context{pageSize: pageSize, allocBuf: allocQueueBuffer, atomics: true}
+	c := &Context{pageSize: pageSize, allocBuf: allocQueueBuffer, atomics: true,
+		// libmlx5's environment knobs that change what is written.
+		preferBF:     os.Getenv("MLX5_POST_SEND_PREFER_BF") != "0",
+		scatterToCQE: os.Getenv("MLX5_SCATTER_TO_CQE") != "0",
+	}
 	tot := max(pageSize/abi.MLX5AdapterPageSize*abi.MLX5NumNonFPBfregsUAR, abi.MLX5DefaultTotalUUARs)
 	tot = alignUp(tot, abi.MLX5NumNonFPBfregsUAR)
 	c.totUUARs = tot

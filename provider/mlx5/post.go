@@ -391,13 +391,14 @@ func (sq *sendQueue) setInline(seg unsafe.Pointer, sgl []provider.SGE, first int
 
 // ring tells the HCA about the new WQEs: the doorbell record, then the
 // last WQE's first 8 bytes to the BlueFlame register or, for one small
-// WQE with inline data, the whole WQE (libmlx5's post_send_db).
+// WQE (with inline data, or any with BlueFlame preferred, libmlx5's
+// default), the whole WQE (libmlx5's post_send_db).
 func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
 	bf := sq.bf
 	if bf.needLock {
 		bf.mu.Lock()
 	}
-	if nreq == 1 && bf.uuarn != 0 && inl && size > 1 && size <= bf.bufSize/16 {
+	if nreq == 1 && bf.uuarn != 0 && (inl || sq.preferBF) && size > 1 && size <= bf.bufSize/16 {
 		blocks := (size*16 + wqeBB - 1) / wqeBB
 		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, bf.reg(), ctrl, blocks, sq.start, sq.end)
 	} else {

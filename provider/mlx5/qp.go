@@ -59,6 +59,7 @@ type sendQueue struct {
 	bf         *bfreg
 	ethInline  int
 	atomics    bool
+	preferBF   bool   // BlueFlame for every single small WQE (MLX5_POST_SEND_PREFER_BF, default on)
 	dumpFill   uint32 // lkey whose SGEs scatter-to-CQE data skips
 	life       *lifetime
 
@@ -225,7 +226,9 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 		return nil, err
 	}
 	r := &q.req
-	r.Flags = abi.MLX5QPFlagScatterCQE // libmlx5's default (MLX5_SCATTER_TO_CQE unset)
+	if c.scatterToCQE {
+		r.Flags = abi.MLX5QPFlagScatterCQE
+	}
 	r.BufAddr = q.buf.addr()
 	if raw {
 		r.SQBufAddr = q.sqBuf.addr()
@@ -281,6 +284,7 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	sq.dbrec = &q.db.words[abi.MLX5SndDBR]
 	sq.ethInline = c.ethMinInline
 	sq.atomics = c.atomics
+	sq.preferBF = c.preferBF
 	sq.life = &c.life
 	sq.dumpFill = c.dumpFillMkey()
 	if init.SQSigAll {
