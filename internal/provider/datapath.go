@@ -48,6 +48,9 @@ const (
 	SendSignaled  SendFlags = 1 << 1
 	SendSolicited SendFlags = 1 << 2
 	SendInline    SendFlags = 1 << 3
+	// SendIPCsum asks the device to fill in the IP and TCP/UDP checksums
+	// of a raw packet (IBV_SEND_IP_CSUM).
+	SendIPCsum SendFlags = 1 << 4
 )
 
 // BindMW is the memory-window binding of a BIND_MW work request.
