@@ -438,7 +438,7 @@ var goldenOpcodes = map[string]provider.WROpcode{"SEND": provider.WRSend, "SEND_
 	"ATOMIC_FETCH_AND_ADD": provider.WRAtomicFetchAndAdd, "LOCAL_INV": provider.WRLocalInv}
 
 var goldenFlags = map[string]provider.SendFlags{"FENCE": provider.SendFence, "SIGNALED": provider.SendSignaled,
-	"SOLICITED": provider.SendSolicited, "INLINE": provider.SendInline}
+	"SOLICITED": provider.SendSolicited, "INLINE": provider.SendInline, "IP_CSUM": provider.SendIPCsum}
 
 // goldenDataSize is the harness's data area: byte i is (i*7+1)|1.
 const goldenDataSize = 1 << 20

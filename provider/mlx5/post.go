@@ -52,6 +52,13 @@ func opcodeAllowed(t provider.QPType, op provider.WROpcode) bool {
 
 const noWCOpcode = provider.WCOpcode(0xffffffff)
 
+// Ethernet segment checksum offload bits (MLX5_ETH_WQE_L3_CSUM, L4).
+const (
+	ethCsFlagsOff = int(unsafe.Offsetof(abi.MLX5WQEEthSeg{}.CsFlags))
+	ethL3Csum     = 1 << 6
+	ethL4Csum     = 1 << 7
+)
+
 // PostSend implements provider.Sender.
 func (q *QP) PostSend(wrs []provider.SendWR) error { return q.sq.post(wrs) }
 
@@ -247,6 +254,9 @@ func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, i
 		}
 	case abi.QPTypeRawPacket:
 		sgFirst, sgOff = sq.setEthSeg(seg, wr)
+		if wr.Flags&provider.SendIPCsum != 0 {
+			*(*uint8)(unsafe.Add(seg, ethCsFlagsOff)) = ethL3Csum | ethL4Csum
+		}
 		step := (ethInlineHdrOff + sq.ethInline) &^ 0xf
 		seg = unsafe.Add(seg, step)
 		size += (ethInlineHdrOff + sq.ethInline) >> 4
