@@ -101,6 +101,9 @@ static struct cqrec *new_cq(const char *name, int cqe)
 	struct mlx5dv_obj obj = {};
 	const struct fake_cmd_rec *r;
 	static const int mask[] = {0, 8};
+	/* CREATE_CQ: the response pointer and user_handle; CREATE_CQ_EX:
+	 * user_handle */
+	static const int core_mask[] = {0, 8};
 
 	c->name = name;
 	c->cqe = cqe;
@@ -120,6 +123,7 @@ static struct cqrec *new_cq(const char *name, int cqe)
 	jk_str("command", r->ex ? "CREATE_CQ_EX" : "CREATE_CQ");
 	jk_u64("kernel_cqe", r->ex ? ((const struct ib_uverbs_ex_create_cq *)r->core_in)->cqe
 				   : ((const struct ib_uverbs_create_cq *)r->core_in)->cqe);
+	emit_masked("core_req_hex", r->core_in, r->core_in_len, core_mask, r->ex ? 1 : 2);
 	emit_masked("req_hex", r->drv_in, r->drv_in_len, mask, 2);
 	jk_hex("resp_hex", r->drv_out, r->drv_out_len);
 	jk_u64("cqn", c->dv.cqn);
@@ -415,6 +419,12 @@ static void begin_qp(struct qprec *q, const struct qpspec *s)
 	emit_cap("cap", &s->cap);
 	emit_cap("cap_out", &ia.cap);
 	jk_str("command", r->ex ? "CREATE_QP_EX" : "CREATE_QP");
+	{
+		/* the response pointer and user_handle */
+		static const int core_mask[] = {0, 8};
+
+		emit_masked("core_req_hex", r->core_in, r->core_in_len, core_mask, 2);
+	}
 	emit_masked("req_hex", r->drv_in, r->drv_in_len, mask, 3);
 	jk_hex("resp_hex", r->drv_out, r->drv_out_len);
 	jk_u64("qpn", q->qp->qp_num);
@@ -1177,6 +1187,7 @@ static void begin_srq(struct srqrec *s)
 	j_end();
 	jk_u64("xrc", s->xrc);
 	jk_str("command", r->core_in_len == sizeof(struct ib_uverbs_create_xsrq) ? "CREATE_XSRQ" : "CREATE_SRQ");
+	emit_masked("core_req_hex", r->core_in, r->core_in_len, mask, 2); /* response, user_handle */
 	emit_masked("req_hex", r->drv_in, r->drv_in_len, mask, 2);
 	jk_hex("resp_hex", r->drv_out, r->drv_out_len);
 	jk_u64("srqn", s->srqn);
@@ -2011,6 +2022,8 @@ int main(int argc, char **argv)
 	}
 	j_earr();
 	jk_u64("pdn", FAKE_FIRST_PDN);
+	r = fake_last_cmd(IB_USER_VERBS_CMD_ALLOC_PD);
+	jk_hex("pd_resp_hex", r->drv_out, r->drv_out_len);
 	jk_u64("mr_lkey", mr->lkey);
 	jk_u64("mr_rkey", mr->rkey);
 	jk_u64("data_base", DATA_BASE);
