@@ -40,6 +40,11 @@ type itSide interface {
 	rkey() uint32
 	maxInline() int
 	maxSGE() int
+	// zeroLengthRecvSGEs reports whether receives may carry zero-length
+	// SGEs: a QP's RQ drops them as libmlx5 does, but libmlx5's SRQ post
+	// hands them to the HCA as a byte count of 0, which the PRM reads as
+	// 2 GiB.
+	zeroLengthRecvSGEs() bool
 }
 
 const (
@@ -53,6 +58,7 @@ type itOp struct {
 	recv     *provider.RecvWR // the receive it consumes at the peer
 	expected provider.WC      // requester completion (if signaled)
 	recvWC   provider.WC      // responder completion (if it consumes a receive)
+	touches  [2][][2]int      // per side, the spans the operation writes
 }
 
 type itEngine struct {
@@ -99,7 +105,8 @@ func (a *itAlloc) take(n, align int) (int, bool) {
 // spans splits [off, off+n) into up to k pieces, with gaps between them
 // (the gaps stay untouched: the arena check proves it). It returns the
 // SGEs and the pieces' offsets.
-func (e *itEngine) sgl(side int, al *itAlloc, n, k int) ([]provider.SGE, [][2]int, bool) {
+func (e *itEngine) sgl(side int, al *itAlloc, n, k int, recv bool) ([]provider.SGE, [][2]int, bool) {
+	noZero := recv && !e.sides[side].zeroLengthRecvSGEs()
 	s := e.sides[side]
 	base := uint64(uintptr(unsafe.Pointer(&s.arena()[0])))
 	pieces := 1 + e.rng.IntN(k)
@@ -113,6 +120,9 @@ func (e *itEngine) sgl(side int, al *itAlloc, n, k int) ([]provider.SGE, [][2]in
 		l := left
 		if p < pieces-1 && left > 0 {
 			l = e.rng.IntN(left + 1)
+		}
+		if l == 0 && noZero {
+			continue
 		}
 		off, ok := al.take(l, 1)
 		if !ok {
@@ -162,7 +172,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 		case provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
 			op.size = e.size()
 			inline := op.size <= src.maxInline() && e.rng.IntN(2) == 0
-			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4))
+			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4), false)
 			if !ok {
 				return ops, recvs, false
 			}
@@ -188,6 +198,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 				}
 				op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.rkey()
 				copy(e.shadow[p][off:], data)
+				op.touches[p] = [][2]int{{off, op.size}}
 				op.expected.Opcode = provider.WCRDMAWrite
 			} else {
 				op.expected.Opcode = provider.WCSend
@@ -204,12 +215,13 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 				op.recvWC = provider.WC{ID: e.next, QPNum: dst.qpn(), ByteLen: uint32(op.size), Opcode: provider.WCRecv}
 				if code == provider.WRSend || code == provider.WRSendWithImm {
 					room := op.size + e.rng.IntN(3)*e.rng.IntN(64)
-					sges, offs, ok := e.sgl(p, al[p], room, dst.maxSGE())
+					sges, offs, ok := e.sgl(p, al[p], room, dst.maxSGE(), true)
 					if !ok {
 						return ops, recvs, false
 					}
 					r.SGL = sges
 					scatterOffs(e.shadow[p], offs, data)
+					op.touches[p] = offs
 				} else {
 					op.recvWC.Opcode = provider.WCRecvRDMAWithImm
 				}
@@ -222,7 +234,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 			}
 		case provider.WRRDMARead:
 			op.size = e.size()
-			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4))
+			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4), false)
 			if !ok {
 				return ops, recvs, false
 			}
@@ -233,6 +245,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 			op.wr.SGL = sges
 			op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.rkey()
 			scatterOffs(e.shadow[s], offs, e.shadow[p][off:off+op.size])
+			op.touches[s] = offs
 			op.expected.Opcode, op.expected.ByteLen = provider.WCRDMARead, uint32(op.size)
 		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
 			op.size = 8
@@ -264,6 +277,8 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 			}
 			binary.NativeEndian.PutUint64(e.shadow[p][tgt:], nv)
 			binary.NativeEndian.PutUint64(e.shadow[s][res:], old)
+			op.touches[p] = [][2]int{{tgt, 8}}
+			op.touches[s] = [][2]int{{res, 8}}
 			op.expected.ByteLen = 8
 		}
 		e.stats[code]++
@@ -446,11 +461,13 @@ func (e *itEngine) round(r int) error {
 	return nil
 }
 
-// itComparable keeps the fields an RC completion defines (src_qp, SLID,
-// SL and the P_Key index are UD's; libmlx5 fills the P_Key index from the
-// immediate).
+// itComparable keeps the fields an RC completion defines: src_qp, SLID,
+// SL, path bits and the GRH flag (RoCE sets it on every packet) are UD's or
+// the link's; libmlx5 fills the P_Key index from the immediate, and with
+// scatter to CQE reads all of them from the data that overlays them.
 func itComparable(w provider.WC) provider.WC {
 	w.SrcQP, w.SLID, w.SL, w.PkeyIndex, w.DLIDPathBits = 0, 0, 0, 0, 0
+	w.Flags &^= provider.WCWithGRH
 	return w
 }
 
@@ -463,12 +480,21 @@ func keys(m map[uint64]provider.WC) []uint64 {
 	return k
 }
 
+// describeOps names the operations of the round that write the byte at
+// off of side, or all of them when none does.
 func describeOps(ops [2][]*itOp, side, off int) string {
 	var b strings.Builder
 	for s := range ops {
 		for _, op := range ops[s] {
-			fmt.Fprintf(&b, "[side %d WR %d %v size %d flags %#x] ", s, op.wr.ID, op.wr.Opcode, op.size, op.wr.Flags)
+			for _, t := range op.touches[side] {
+				if off >= t[0] && off < t[0]+t[1] {
+					fmt.Fprintf(&b, "written by side %d WR %d %v size %d flags %#x SGL %+v recv %+v, span %v; ", s, op.wr.ID, op.wr.Opcode, op.size, op.wr.Flags, op.wr.SGL, op.recv, op.touches[side])
+				}
+			}
 		}
+	}
+	if b.Len() == 0 {
+		return "no operation of the round writes it"
 	}
 	return b.String()
 }

@@ -107,13 +107,13 @@ func loopQP(t testing.TB, c *Context, cq *CQ, mcq *hcamodel.CQ, qpn uint32, caps
 // execution share a lock, as a posting thread and the HCA's reading of
 // what it wrote are ordered by the doorbell; polling runs beside them.
 type loopSide struct {
-	hw     *sync.Mutex
-	hca    *hcamodel.HCA
-	qp     *QP
-	cq     *CQ
-	mem    []byte
-	key    uint32
-	runErr error
+	hw  *sync.Mutex
+	hca *hcamodel.HCA
+	qp  *QP
+	cq  *CQ
+	mem []byte
+	key uint32
+	srq *SRQ // receives go here when set
 }
 
 func (s *loopSide) postSend(wrs []provider.SendWR) error {
@@ -129,7 +129,11 @@ func (s *loopSide) postSend(wrs []provider.SendWR) error {
 func (s *loopSide) postRecv(wrs []provider.RecvWR) error {
 	s.hw.Lock()
 	defer s.hw.Unlock()
-	if err := s.qp.PostRecv(wrs); err != nil {
+	post := s.qp.PostRecv
+	if s.srq != nil {
+		post = s.srq.PostRecv
+	}
+	if err := post(wrs); err != nil {
 		return err
 	}
 	_, err := s.hca.Run()
@@ -142,7 +146,8 @@ func (s *loopSide) arena() []byte                       { return s.mem }
 func (s *loopSide) lkey() uint32                        { return s.key }
 func (s *loopSide) rkey() uint32                        { return s.key }
 func (s *loopSide) maxInline() int                      { return s.qp.MaxInlineData() }
-func (s *loopSide) maxSGE() int                         { return 4 }
+func (s *loopSide) zeroLengthRecvSGEs() bool            { return s.srq == nil }
+func (s *loopSide) maxSGE() int                         { return 4 } // loopCaps' send and receive SGEs
 
 // loopPair is two connected QPs, each with its own CQ, in the model.
 type loopPair struct {
@@ -153,8 +158,19 @@ type loopPair struct {
 	mcqA, mcqB *hcamodel.CQ
 }
 
-func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int) *loopPair {
+// loopOptions vary the pair: b receives through an SRQ; the HCA
+// scatters small receives into the CQE.
+type loopOptions struct {
+	srq     bool
+	scatter bool
+}
+
+func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int, opts ...loopOptions) *loopPair {
 	t.Helper()
+	var o loopOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	c := loopContext(t)
 	h := hcamodel.New()
 	hw := &sync.Mutex{}
@@ -162,7 +178,26 @@ func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int) *loopPa
 	cqA, mcqA := loopCQ(t, c, cqe, 0x80)
 	cqB, mcqB := loopCQ(t, c, cqe, 0x81)
 	qa, ma := loopQP(t, c, cqA, mcqA, 0x1100, caps)
-	qb, mb := loopQP(t, c, cqB, mcqB, 0x2200, caps)
+	var srq *SRQ
+	var msrq *hcamodel.SRQ
+	capsB := caps
+	if o.srq {
+		ps, err := c.NewSRQ(caps.MaxRecvWr, caps.MaxRecvSGE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srq = ps.(*SRQ)
+		if err := srq.Created(nil, 7, caps.MaxRecvWr, caps.MaxRecvSGE); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srq.Destroyed() })
+		msrq = &hcamodel.SRQ{SRQN: 7, Buf: unsafe.Slice((*byte)(srq.start), srq.max<<srq.shift), WQECnt: srq.max,
+			Stride: 1 << srq.shift, DBRec: srq.db.words}
+		capsB.SRQ = srq
+	}
+	qb, mb := loopQP(t, c, cqB, mcqB, 0x2200, capsB)
+	mb.SRQ = msrq
+	ma.ScatterToCQE, mb.ScatterToCQE = o.scatter, o.scatter
 	if err := h.Connect(ma, mb); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +206,7 @@ func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int) *loopPa
 	h.Register(&hcamodel.Region{Mem: memA, Lkey: 0x1a1a, Rkey: 0x1a1a, Access: access})
 	h.Register(&hcamodel.Region{Mem: memB, Lkey: 0x2b2b, Rkey: 0x2b2b, Access: access})
 	p.a = &loopSide{hw: hw, hca: h, qp: qa, cq: cqA, mem: memA, key: 0x1a1a}
-	p.b = &loopSide{hw: hw, hca: h, qp: qb, cq: cqB, mem: memB, key: 0x2b2b}
+	p.b = &loopSide{hw: hw, hca: h, qp: qb, cq: cqB, mem: memB, key: 0x2b2b, srq: srq}
 	p.ma, p.mb, p.mcqA, p.mcqB = ma, mb, mcqA, mcqB
 	return p
 }
@@ -194,6 +229,28 @@ func TestLoopbackIntegrity(t *testing.T) {
 			t.Errorf("CQ %#x: %d CQEs in a ring of %d: the test did not wrap it", cq.CQN, cq.Produced(), cq.NCQE)
 		}
 		t.Logf("CQ %#x: %d CQEs, %d passes over its %d entries", cq.CQN, cq.Produced(), cq.Produced()/cq.NCQE, cq.NCQE)
+	}
+	if p.ma.InError() || p.mb.InError() {
+		t.Error("a QP went to the error state")
+	}
+}
+
+// TestLoopbackIntegritySRQScatter: the same traffic with b receiving
+// through an SRQ (completions name its WQE by counter, out of posting
+// order of slots once they recycle) and with the HCA scattering receives
+// of up to 32 bytes into the CQE, which poll copies to the buffers.
+func TestLoopbackIntegritySRQScatter(t *testing.T) {
+	rounds := 300
+	if testing.Short() {
+		rounds = 40
+	}
+	p := newLoopPair(t, 15, loopCaps, 256<<10, loopOptions{srq: true, scatter: true})
+	e := newITEngine(t, 2, p.a, p.b)
+	e.run(rounds)
+	if n := p.hca.ScatteredToCQE(); n < rounds/2 {
+		t.Errorf("only %d receives scattered to the CQE", n)
+	} else {
+		t.Logf("%d receives scattered to the CQE", n)
 	}
 	if p.ma.InError() || p.mb.InError() {
 		t.Error("a QP went to the error state")

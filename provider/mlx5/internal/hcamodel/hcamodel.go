@@ -117,6 +117,15 @@ type HCA struct {
 	qps     []*QP
 	Trace   func(format string, args ...any) // optional
 	stopped bool
+
+	scattered int
+}
+
+// ScatteredToCQE is the number of receives whose data went into the CQE.
+func (h *HCA) ScatteredToCQE() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.scattered
 }
 
 // New returns an HCA with nothing registered.
@@ -414,7 +423,12 @@ func (h *HCA) scatter(segs []sge, data []byte) (ok, short bool) {
 		if len(data) == 0 {
 			return true, false
 		}
-		b, good := h.local(s, true)
+		// The HCA checks the key and bounds of what it writes, not of the
+		// whole entry (a zero byte count, 2 GiB, only matters if the
+		// message reaches it).
+		part := s
+		part.length = uint32(min(uint64(len(data)), uint64(s.length)))
+		b, good := h.local(part, true)
 		if !good {
 			return false, false
 		}
@@ -682,9 +696,14 @@ func (h *HCA) write(cq *CQ, c cqe) error {
 	// Everything but the last word first; the word with op_own last, in
 	// one store, so the poller sees a whole entry once it owns it.
 	clear(e[:60])
-	copy(e[:32], c.payload)
+	if c.payload != nil {
+		// Scatter to CQE: the data takes the first 32 bytes, fields
+		// there (flags_rqpn, slid, ml_path) included.
+		copy(e[:32], c.payload)
+	} else {
+		binary.BigEndian.PutUint32(e[24:], c.flagsRQPN)
+	}
 	copy(e[36:40], c.immInval[:])
-	binary.BigEndian.PutUint32(e[24:], c.flagsRQPN)
 	binary.BigEndian.PutUint32(e[32:], c.srqnUIDX)
 	binary.BigEndian.PutUint32(e[44:], c.byteCnt)
 	binary.BigEndian.PutUint32(e[56:], uint32(c.sendOp)<<24|c.qpn)
@@ -754,6 +773,7 @@ func (h *HCA) respond(p, from *QP, r recvWQE, op uint8, imm [4]byte, n uint32, i
 	if inline != nil {
 		c.flags = 0x4 // MLX5_INLINE_SCATTER_32
 		c.payload = inline
+		h.scattered++
 	}
 	return h.write(p.RecvCQ, c)
 }
