@@ -432,7 +432,9 @@ static void begin_qp(struct qprec *q, const struct qpspec *s)
 	j_key("sq");
 	j_obj();
 	jk_u64("wqe_cnt", q->dv.sq.wqe_cnt);
-	jk_i64("offset", q->dv.sq.wqe_cnt && q->dv.rq.buf ? (int64_t)((uint8_t *)q->dv.sq.buf - (uint8_t *)q->dv.rq.buf) : 0);
+	/* RAW_PACKET: the SQ is a buffer of its own (sq_buf_addr), offset 0 in it */
+	jk_i64("offset", q->dv.sq.wqe_cnt && q->dv.rq.buf && s->type != IBV_QPT_RAW_PACKET
+				 ? (int64_t)((uint8_t *)q->dv.sq.buf - (uint8_t *)q->dv.rq.buf) : 0);
 	jk_u64("stride", q->dv.sq.stride);
 	j_end();
 	j_key("rq");
