@@ -20,6 +20,9 @@ case $version in
 *) skip "ibverbs-providers $version: the golden vectors come from rdma-core 44 (Debian 12)" ;;
 esac
 
+# the vectors (ring sizes, buffer layouts) are those of 4 KiB pages
+[ "$(getconf PAGESIZE)" = 4096 ] || skip "page size $(getconf PAGESIZE): the golden vectors are for 4096-byte pages"
+
 gcc -Wall -Werror -O2 -shared -fPIC -o "$out/libfakekernel.so" "$here/fakekernel.c" -ldl
 gcc -Wall -Werror -O2 -DGENERATOR_VERSION="\"$version\"" -o "$out/golden" "$here/golden.c" \
 	-L"$out" -lfakekernel -Wl,-rpath,"$out" -libverbs -lmlx5
