@@ -28,12 +28,14 @@ CAPTURE_GUEST := /usr/lib/goverbs-capture.so
 
 # Debian packages: QEMU (qboot comes with qemu-system-data), the guest's
 # userland (busybox, rdma-core tools, perftest, iproute2), and the tools the
-# harness runs on the host (xz and zstd unpack kernels, cpio checks archives).
+# harness runs on the host (xz and zstd unpack kernels, cpio checks archives;
+# gcc, libibverbs-dev and ibverbs-providers build and run the real libmlx5
+# against a fake kernel for provider/mlx5's golden vectors).
 DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ibverbs-providers \
-	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev
+	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit vmtest vmselftest test demo vm-clean
+.PHONY: all deps vmexec unit vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -99,3 +101,10 @@ demo: deps vmexec
 # Drop the kernel cache (downloaded packages, unpacked kernels, initramfs).
 vm-clean:
 	rm -rf "$${GOVERBS_VM_CACHE:-$$HOME/.cache/goverbs-vm}"
+
+# Regenerate provider/mlx5's golden vectors from rdma-core's libmlx5 (needs
+# the Debian 12 packages above; TestLibmlx5GoldenIsCurrent checks they are
+# current on every host test run).
+mlx5-golden:
+	provider/mlx5/testdata/libmlx5/gen.sh $(CURDIR)/.cache/mlx5-golden
+	cp $(CURDIR)/.cache/mlx5-golden/golden.json provider/mlx5/testdata/libmlx5/golden.json

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"weak"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/abi"
 )
 
@@ -72,17 +74,22 @@ type AsyncEvent struct {
 // goroutine at a time may wait; to select on events, run it in a goroutine
 // that sends them on a channel.
 //
+// When the device is removed, or fails, the last event is EventDeviceFatal
+// (from the kernel where the driver sends it, from the library where it
+// does not: see ErrDeviceRemoved); the library has then closed the
+// context, and later calls return ErrDeviceRemoved.
+//
 // There is no acknowledgement: rdma-core needs one so that destroying an
 // object waits until no event still refers to it by address; goverbs
 // refers to objects by numbers it never reuses, so a late event finds
 // the object gone (nil) instead of freed memory.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if err := c.check(); err != nil {
-		return AsyncEvent{}, err
+		return c.fatalEvent(err)
 	}
 	var desc abi.AsyncEventDesc
 	if err := readEvent(ctx, c.async, &desc); err != nil {
-		return AsyncEvent{}, fmt.Errorf("uverbs: get_async_event: %w", err)
+		return c.fatalEvent(fmt.Errorf("uverbs: get_async_event: %w", err))
 	}
 	ev := AsyncEvent{Type: AsyncEventType(desc.EventType), Element: desc.Element}
 	switch ev.Type {
@@ -94,8 +101,26 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			ev.QP = v.(weak.Pointer[QP]).Value()
 		}
 	case EventDeviceFatal:
+		// The kernel has disassociated the context (or the device
+		// failed): nothing of it works any more.
+		c.fatalSent.Store(true)
+		c.deviceRemoved(unix.EIO)
 	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange, EventClientReregister, EventGIDChange:
 		ev.Port = int(desc.Element)
 	}
 	return ev, nil
+}
+
+// fatalEvent turns err, the end of the event stream, into the one
+// EventDeviceFatal the program is owed when the library closed the context
+// for a removed device, and into ErrDeviceRemoved after it.
+func (c *Context) fatalEvent(err error) (AsyncEvent, error) {
+	r := c.removed.Load()
+	if r == nil {
+		return AsyncEvent{}, err
+	}
+	if c.fatalSent.CompareAndSwap(false, true) {
+		return AsyncEvent{Type: EventDeviceFatal}, nil
+	}
+	return AsyncEvent{}, r
 }

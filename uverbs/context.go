@@ -18,6 +18,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -95,6 +96,16 @@ type Context struct {
 	closeErr  error
 	closed    bool
 	mu        sync.Mutex
+
+	// Device removal (removal.go): the watch, the error calls return once
+	// the library closed the context for a removed device, whether the
+	// DEVICE_FATAL event went out, and the completion channels to close.
+	watchID     uint64
+	removed     atomic.Pointer[removedError]
+	fatalSent   atomic.Bool
+	chans       sync.Map // id -> weak.Pointer[CompChannel]
+	relMu       sync.Mutex
+	devReleased bool
 }
 
 // Open opens the RDMA device named name (e.g. "rxe0", "mlx5_0").
@@ -158,6 +169,12 @@ func openDevice(dev deviceInfo, o *options) (*Context, error) {
 	if err := c.pctx.Started(c.conn); err != nil {
 		c.release()
 		return nil, fmt.Errorf("uverbs: open %s: %s provider: %w", dev.name, prov.Name(), err)
+	}
+	if o.kernel == nil && (o.sysRoot == "/" || o.sysRoot == "") {
+		if err := c.watchRemoval(); err != nil {
+			c.release()
+			return nil, fmt.Errorf("uverbs: open %s: %w", dev.name, err)
+		}
 	}
 	return c, nil
 }
@@ -271,6 +288,25 @@ func (c *Context) Close() error {
 }
 
 func (c *Context) release() error {
+	err := c.releaseDevice(false)
+	return errors.Join(err, c.file.Close())
+}
+
+// releaseDevice lets go of everything that keeps the kernel's device in
+// use: the provider's mappings, the event files and the uverbs file. A
+// removal (keepFD) leaves a placeholder in the uverbs file's descriptor
+// number until Close, so that a command racing with it fails with EBADF
+// instead of reaching whatever file reuses the number.
+func (c *Context) releaseDevice(keepFD bool) error {
+	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	if c.devReleased {
+		return nil
+	}
+	c.devReleased = true
+	if c.watchID != 0 {
+		removalWatch.remove(c.watchID)
+	}
 	var errs []error
 	if c.pctx != nil {
 		errs = append(errs, c.pctx.Close())
@@ -278,7 +314,22 @@ func (c *Context) release() error {
 	if c.async != nil {
 		errs = append(errs, c.async.Close())
 	}
-	errs = append(errs, c.file.Close())
+	c.chans.Range(func(id, v any) bool {
+		if ch := v.(weak.Pointer[CompChannel]).Value(); ch != nil {
+			ch.release()
+		}
+		c.chans.Delete(id)
+		return true
+	})
+	if keepFD {
+		// An O_PATH descriptor refuses write and ioctl with EBADF.
+		ph, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Dup3(ph, int(c.file.Fd()), unix.O_CLOEXEC)
+			unix.Close(ph)
+		}
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -289,6 +340,9 @@ func (c *Context) check() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
+		if r := c.removed.Load(); r != nil {
+			return r
+		}
 		return ErrClosed
 	}
 	return nil

@@ -23,9 +23,11 @@ import (
 type CompChannel struct {
 	ctx  *Context
 	file *os.File
+	id   uint64 // in ctx.chans
 
 	mu       sync.Mutex
 	closed   bool
+	released bool // the file closed for a removed device
 	attached int
 }
 
@@ -46,7 +48,9 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CompChannel{ctx: c, file: f}, nil
+	ch := &CompChannel{ctx: c, file: f, id: c.nextID.Add(1)}
+	c.chans.Store(ch.id, weak.Make(ch))
+	return ch, nil
 }
 
 // FD returns the channel's file descriptor, for callers that poll it
@@ -68,7 +72,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	}
 	var desc abi.CompEventDesc
 	if err := readEvent(ctx, ch.file, &desc); err != nil {
-		return nil, fmt.Errorf("uverbs: get_cq_event: %w", err)
+		return nil, ch.ctx.removedErr(fmt.Errorf("uverbs: get_cq_event: %w", err))
 	}
 	cq := ch.ctx.lookupCQ(desc.CQHandle)
 	if cq == nil {
@@ -93,11 +97,28 @@ func (ch *CompChannel) Close() error {
 	if ch.closed {
 		return nil
 	}
+	if ch.released {
+		ch.closed = true
+		return nil
+	}
 	if ch.attached > 0 {
 		return fmt.Errorf("uverbs: destroy_comp_channel: %d CQ(s) still use it: %w", ch.attached, ErrBusy)
 	}
 	ch.closed = true
+	ch.ctx.chans.Delete(ch.id)
 	return ch.file.Close()
+}
+
+// release closes the channel's file when the device was removed, whatever
+// CQs still use it: the file keeps the kernel's device in use. A waiter
+// wakes with ErrDeviceRemoved.
+func (ch *CompChannel) release() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.closed && !ch.released {
+		ch.released = true
+		ch.file.Close()
+	}
 }
 
 func (ch *CompChannel) attach() error {

@@ -97,7 +97,10 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	if qp.send == nil {
 		return fmt.Errorf("uverbs: post_send: %s provider: %w", qp.pd.ctx.prov.Name(), ErrNotSupported)
 	}
-	return qp.send.PostSend(wrs)
+	if err := qp.send.PostSend(wrs); err != nil {
+		return qp.pd.ctx.removedErr(err)
+	}
+	return nil
 }
 
 // PostRecv posts receive work requests (no system call). Not in RESET, as
@@ -112,7 +115,10 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	if qp.recv == nil {
 		return fmt.Errorf("uverbs: post_recv: %s provider: %w", qp.pd.ctx.prov.Name(), ErrNotSupported)
 	}
-	return qp.recv.PostRecv(wrs)
+	if err := qp.recv.PostRecv(wrs); err != nil {
+		return qp.pd.ctx.removedErr(err)
+	}
+	return nil
 }
 
 // PostRecv posts receive work requests to the SRQ.
@@ -124,7 +130,10 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 	if !ok {
 		return fmt.Errorf("uverbs: post_srq_recv: %w", ErrNotSupported)
 	}
-	return r.PostRecv(wrs)
+	if err := r.PostRecv(wrs); err != nil {
+		return s.pd.ctx.removedErr(err)
+	}
+	return nil
 }
 
 // Poll moves up to len(wcs) completions into wcs and returns how many (no
@@ -136,5 +145,9 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if cq.poll == nil {
 		return 0, fmt.Errorf("uverbs: poll_cq: %w", ErrNotSupported)
 	}
-	return cq.poll.Poll(wcs)
+	n, err := cq.poll.Poll(wcs)
+	if err != nil {
+		return n, cq.ctx.removedErr(err)
+	}
+	return n, nil
 }
