@@ -59,7 +59,7 @@ vmexec:
 unit:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) build $(PKGS)
-	$(GO) test $(PKGS)
+	GOVERBS_REQUIRE_LIBMLX5=1 $(GO) test $(PKGS)
 
 $(CAPTURE_SO): uverbs/testdata/capture/capture.c
 	@mkdir -p $(dir $@)
