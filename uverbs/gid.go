@@ -58,6 +58,11 @@ func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 	return gidEntry(&e), nil
 }
 
+// maxGIDTblLen bounds the GID table length QueryGIDTable believes: far
+// above any device's (rxe 1024, mlx5 255), far below what would exhaust
+// memory.
+const maxGIDTblLen = 1 << 16
+
 // QueryGIDTable returns every non-empty GID of every port.
 func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	if err := c.check(); err != nil {
@@ -69,6 +74,12 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	}
 	max := 0
 	for _, pa := range ports {
+		// The length sizes an allocation: a corrupt answer must not ask
+		// for gigabytes.
+		if pa.attr.GIDTblLen > maxGIDTblLen {
+			return nil, fmt.Errorf("uverbs: query_gid_table on %s: port %d reports a %d-entry GID table, beyond any device's %d: %w",
+				c.name, pa.num, pa.attr.GIDTblLen, maxGIDTblLen, unix.EOVERFLOW)
+		}
 		max += int(pa.attr.GIDTblLen)
 	}
 	entSize := int(unsafe.Sizeof(abi.GIDEntry{}))
