@@ -7,6 +7,34 @@
 // (WithTransport does the same per context) and GOVERBS_TRACE=1 logs every
 // command to stderr.
 //
+// # Goroutines
+//
+// Every object may be shared between goroutines; what may run at once:
+//
+//   - The data path (QP.PostSend, QP.PostRecv, SRQ.PostRecv, CQ.Poll) is
+//     safe from any number of goroutines on one object: the provider holds
+//     the queue's lock for one call, so a list given to PostSend goes in
+//     whole and in order, never interleaved with another goroutine's, and
+//     each completion goes to exactly one Poll. (TestLoadManyQPs runs four
+//     posters on one QP and two pollers on one CQ under -race.)
+//   - The methods that create objects (Context.AllocPD, PD.RegisterBuffer,
+//     PD.CreateQP...), the queries and Close are safe for concurrent use.
+//     Closing an object while another goroutine uses it is safe too: that
+//     call either completes or returns ErrClosed.
+//   - Calls that change one object's state (QP.Modify, CQ.Resize, SRQ.Modify)
+//     should come from one goroutine at a time per object: the kernel
+//     applies them in the order they reach it.
+//   - Context.WaitAsyncEvent and CompChannel.Wait take one waiting
+//     goroutine at a time each.
+//   - Registered memory is the program's: a goroutine may read a receive
+//     buffer once Poll returned its completion, and reuse a send buffer once
+//     its send completed (or, with SendInline, once PostSend returned).
+//
+// # Device removal
+//
+// When the device goes away the library closes its contexts itself: see
+// ErrDeviceRemoved.
+//
 // Every provider goverbs has (rxe, mlx5) is linked in by importing this
 // package. Build with the tag goverbs_noproviders and import the provider
 // packages you want to link only those.
