@@ -29,22 +29,23 @@ import (
 // every completion is matched field by field against what its work request
 // must produce; none may be missing, duplicated or out of order.
 
-// itSide is one QP of the pair as the test drives it.
-type itSide interface {
-	postSend(wrs []provider.SendWR) error
-	postRecv(wrs []provider.RecvWR) error
-	poll(wcs []provider.WC) (int, error)
-	qpn() uint32
-	arena() []byte // registered with local write, remote read/write/atomic
-	lkey() uint32
-	rkey() uint32
-	maxInline() int
-	maxSGE() int
+// ITSide is one QP of the pair as the test drives it (exported for the
+// hardware suite, an external test package).
+type ITSide interface {
+	PostSend(wrs []provider.SendWR) error
+	PostRecv(wrs []provider.RecvWR) error
+	Poll(wcs []provider.WC) (int, error)
+	QPN() uint32
+	Arena() []byte // registered with local write, remote read/write/atomic
+	Lkey() uint32
+	Rkey() uint32
+	MaxInline() int
+	MaxSGE() int
 	// zeroLengthRecvSGEs reports whether receives may carry zero-length
 	// SGEs: a QP's RQ drops them as libmlx5 does, but libmlx5's SRQ post
 	// hands them to the HCA as a byte count of 0, which the PRM reads as
 	// 2 GiB.
-	zeroLengthRecvSGEs() bool
+	ZeroLengthRecvSGEs() bool
 }
 
 const (
@@ -64,7 +65,7 @@ type itOp struct {
 type itEngine struct {
 	t      testing.TB
 	rng    *rand.Rand
-	sides  [2]itSide
+	sides  [2]ITSide
 	shadow [2][]byte
 	next   uint64
 	stats  map[provider.WROpcode]int
@@ -72,10 +73,10 @@ type itEngine struct {
 	polled atomic.Int64
 }
 
-func newITEngine(t testing.TB, seed uint64, a, b itSide) *itEngine {
-	e := &itEngine{t: t, rng: rand.New(rand.NewPCG(seed, 0x51ed27)), sides: [2]itSide{a, b}, stats: map[provider.WROpcode]int{}}
+func newITEngine(t testing.TB, seed uint64, a, b ITSide) *itEngine {
+	e := &itEngine{t: t, rng: rand.New(rand.NewPCG(seed, 0x51ed27)), sides: [2]ITSide{a, b}, stats: map[provider.WROpcode]int{}}
 	for i, s := range e.sides {
-		m := s.arena()
+		m := s.Arena()
 		for j := range m {
 			m[j] = byte(e.rng.Uint32())
 		}
@@ -106,9 +107,9 @@ func (a *itAlloc) take(n, align int) (int, bool) {
 // (the gaps stay untouched: the arena check proves it). It returns the
 // SGEs and the pieces' offsets.
 func (e *itEngine) sgl(side int, al *itAlloc, n, k int, recv bool) ([]provider.SGE, [][2]int, bool) {
-	noZero := recv && !e.sides[side].zeroLengthRecvSGEs()
+	noZero := recv && !e.sides[side].ZeroLengthRecvSGEs()
 	s := e.sides[side]
-	base := uint64(uintptr(unsafe.Pointer(&s.arena()[0])))
+	base := uint64(uintptr(unsafe.Pointer(&s.Arena()[0])))
 	pieces := 1 + e.rng.IntN(k)
 	if n == 0 {
 		pieces = e.rng.IntN(2) // none, or one zero-length SGE
@@ -128,7 +129,7 @@ func (e *itEngine) sgl(side int, al *itAlloc, n, k int, recv bool) ([]provider.S
 		if !ok {
 			return nil, nil, false
 		}
-		sges = append(sges, provider.SGE{Addr: base + uint64(off), Length: uint32(l), Lkey: s.lkey()})
+		sges = append(sges, provider.SGE{Addr: base + uint64(off), Length: uint32(l), Lkey: s.Lkey()})
 		offs = append(offs, [2]int{off, l})
 		left -= l
 	}
@@ -142,7 +143,7 @@ func (e *itEngine) size() int {
 	case 1:
 		return e.rng.IntN(65)
 	case 2:
-		return e.rng.IntN(e.sides[0].maxInline() + 8)
+		return e.rng.IntN(e.sides[0].MaxInline() + 8)
 	default:
 		return e.rng.IntN(itMaxSize)
 	}
@@ -153,9 +154,14 @@ func (e *itEngine) size() int {
 func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool) {
 	p := 1 - s
 	src, dst := e.sides[s], e.sides[p]
-	dstBase := uint64(uintptr(unsafe.Pointer(&dst.arena()[0])))
+	dstBase := uint64(uintptr(unsafe.Pointer(&dst.Arena()[0])))
 	opcodes := []provider.WROpcode{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm,
 		provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd}
+	// A device may lack atomics (mlx5_ib reports none unless the HCA
+	// answers them in host byte order).
+	if a, ok := dst.(interface{ Atomics() bool }); ok && !a.Atomics() {
+		opcodes = opcodes[:5]
+	}
 	var ops []*itOp
 	var recvs []provider.RecvWR
 	n := 1 + e.rng.IntN(itOpsPerRound)
@@ -167,19 +173,19 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 		if e.rng.IntN(3) == 0 {
 			op.wr.Flags |= provider.SendSignaled
 		}
-		op.expected = provider.WC{ID: e.next, QPNum: src.qpn()}
+		op.expected = provider.WC{ID: e.next, QPNum: src.QPN()}
 		switch code {
 		case provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
 			op.size = e.size()
-			inline := op.size <= src.maxInline() && e.rng.IntN(2) == 0
-			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4), false)
+			inline := op.size <= src.MaxInline() && e.rng.IntN(2) == 0
+			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.MaxSGE(), 4), false)
 			if !ok {
 				return ops, recvs, false
 			}
 			for _, o := range offs {
 				for j := o[0]; j < o[0]+o[1]; j++ {
 					b := byte(e.rng.Uint32())
-					src.arena()[j], e.shadow[s][j] = b, b
+					src.Arena()[j], e.shadow[s][j] = b, b
 				}
 			}
 			if inline {
@@ -196,7 +202,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 				if !ok {
 					return ops, recvs, false
 				}
-				op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.rkey()
+				op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.Rkey()
 				copy(e.shadow[p][off:], data)
 				op.touches[p] = [][2]int{{off, op.size}}
 				op.expected.Opcode = provider.WCRDMAWrite
@@ -212,10 +218,10 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 				// untouched.
 				e.next++
 				r := provider.RecvWR{ID: e.next}
-				op.recvWC = provider.WC{ID: e.next, QPNum: dst.qpn(), ByteLen: uint32(op.size), Opcode: provider.WCRecv}
+				op.recvWC = provider.WC{ID: e.next, QPNum: dst.QPN(), ByteLen: uint32(op.size), Opcode: provider.WCRecv}
 				if code == provider.WRSend || code == provider.WRSendWithImm {
 					room := op.size + e.rng.IntN(3)*e.rng.IntN(64)
-					sges, offs, ok := e.sgl(p, al[p], room, dst.maxSGE(), true)
+					sges, offs, ok := e.sgl(p, al[p], room, dst.MaxSGE(), true)
 					if !ok {
 						return ops, recvs, false
 					}
@@ -234,7 +240,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 			}
 		case provider.WRRDMARead:
 			op.size = e.size()
-			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.maxSGE(), 4), false)
+			sges, offs, ok := e.sgl(s, al[s], op.size, min(src.MaxSGE(), 4), false)
 			if !ok {
 				return ops, recvs, false
 			}
@@ -243,7 +249,7 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 				return ops, recvs, false
 			}
 			op.wr.SGL = sges
-			op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.rkey()
+			op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(off), dst.Rkey()
 			scatterOffs(e.shadow[s], offs, e.shadow[p][off:off+op.size])
 			op.touches[s] = offs
 			op.expected.Opcode, op.expected.ByteLen = provider.WCRDMARead, uint32(op.size)
@@ -257,8 +263,8 @@ func (e *itEngine) plan(s int, al [2]*itAlloc) ([]*itOp, []provider.RecvWR, bool
 			if !ok {
 				return ops, recvs, false
 			}
-			op.wr.SGL = []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&src.arena()[res]))), Length: 8, Lkey: src.lkey()}}
-			op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(tgt), dst.rkey()
+			op.wr.SGL = []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&src.Arena()[res]))), Length: 8, Lkey: src.Lkey()}}
+			op.wr.RemoteAddr, op.wr.Rkey = dstBase+uint64(tgt), dst.Rkey()
 			old := binary.NativeEndian.Uint64(e.shadow[p][tgt:])
 			nv := old
 			if code == provider.WRAtomicCmpAndSwp {
@@ -313,7 +319,7 @@ func scatterOffs(m []byte, offs [][2]int, data []byte) {
 func (e *itEngine) round(r int) error {
 	var al [2]*itAlloc
 	for i := range al {
-		al[i] = &itAlloc{rng: e.rng, size: len(e.sides[i].arena())}
+		al[i] = &itAlloc{rng: e.rng, size: len(e.sides[i].Arena())}
 	}
 	var ops [2][]*itOp
 	var recvs [2][]provider.RecvWR
@@ -343,7 +349,7 @@ func (e *itEngine) round(r int) error {
 		if len(recvs[1-s]) == 0 {
 			continue
 		}
-		if err := e.sides[s].postRecv(recvs[1-s]); err != nil {
+		if err := e.sides[s].PostRecv(recvs[1-s]); err != nil {
 			return fmt.Errorf("round %d: post %d receives on side %d: %w", r, len(recvs[1-s]), s, err)
 		}
 	}
@@ -375,7 +381,7 @@ func (e *itEngine) round(r int) error {
 					wrs[i] = list[i].wr
 				}
 				for {
-					err := e.sides[s].postSend(wrs)
+					err := e.sides[s].PostSend(wrs)
 					if errors.Is(err, provider.ErrQueueFull) {
 						runtime.Gosched()
 						continue
@@ -396,7 +402,7 @@ func (e *itEngine) round(r int) error {
 			pending := len(wantSend[s]) + len(wantRecv[s])
 			deadline := time.Now().Add(20 * time.Second)
 			for pending > 0 {
-				n, err := e.sides[s].poll(wcs)
+				n, err := e.sides[s].Poll(wcs)
 				if err != nil {
 					errs <- fmt.Errorf("round %d side %d: poll: %w", r, s, err)
 					return
@@ -446,12 +452,12 @@ func (e *itEngine) round(r int) error {
 	// Nothing more may arrive.
 	for s := 0; s < 2; s++ {
 		var extra [1]provider.WC
-		if n, err := e.sides[s].poll(extra[:]); n != 0 || err != nil {
+		if n, err := e.sides[s].Poll(extra[:]); n != 0 || err != nil {
 			return fmt.Errorf("round %d side %d: extra completion %+v, %v", r, s, extra[0], err)
 		}
 	}
 	for s := 0; s < 2; s++ {
-		m := e.sides[s].arena()
+		m := e.sides[s].Arena()
 		for i := range m {
 			if m[i] != e.shadow[s][i] {
 				return fmt.Errorf("round %d: side %d arena byte %d is %#x, want %#x (%s)", r, s, i, m[i], e.shadow[s][i], describeOps(ops, s, i))
@@ -468,6 +474,12 @@ func (e *itEngine) round(r int) error {
 func itComparable(w provider.WC) provider.WC {
 	w.SrcQP, w.SLID, w.SL, w.PkeyIndex, w.DLIDPathBits = 0, 0, 0, 0, 0
 	w.Flags &^= provider.WCWithGRH
+	// The verbs define byte_len of requester completions for READ and
+	// atomics only (libmlx5 leaves it alone for SEND and WRITE; rxe
+	// reports the length).
+	if w.Opcode == provider.WCSend || w.Opcode == provider.WCRDMAWrite {
+		w.ByteLen = 0
+	}
 	return w
 }
 
@@ -508,4 +520,11 @@ func (e *itEngine) run(rounds int) {
 		}
 	}
 	e.t.Logf("%d rounds, %d completions, %d inline; work requests by opcode: %v", rounds, e.polled.Load(), e.inline, e.stats)
+}
+
+// RunIntegrity runs rounds of the integrity test between a and b, which
+// are connected to each other (exported for the hardware suite).
+func RunIntegrity(t testing.TB, seed uint64, rounds int, a, b ITSide) {
+	t.Helper()
+	newITEngine(t, seed, a, b).run(rounds)
 }

@@ -116,7 +116,7 @@ type loopSide struct {
 	srq *SRQ // receives go here when set
 }
 
-func (s *loopSide) postSend(wrs []provider.SendWR) error {
+func (s *loopSide) PostSend(wrs []provider.SendWR) error {
 	s.hw.Lock()
 	defer s.hw.Unlock()
 	if err := s.qp.PostSend(wrs); err != nil {
@@ -126,7 +126,7 @@ func (s *loopSide) postSend(wrs []provider.SendWR) error {
 	return err
 }
 
-func (s *loopSide) postRecv(wrs []provider.RecvWR) error {
+func (s *loopSide) PostRecv(wrs []provider.RecvWR) error {
 	s.hw.Lock()
 	defer s.hw.Unlock()
 	post := s.qp.PostRecv
@@ -140,14 +140,14 @@ func (s *loopSide) postRecv(wrs []provider.RecvWR) error {
 	return err
 }
 
-func (s *loopSide) poll(wcs []provider.WC) (int, error) { return s.cq.Poll(wcs) }
-func (s *loopSide) qpn() uint32                         { return s.qp.QPN() }
-func (s *loopSide) arena() []byte                       { return s.mem }
-func (s *loopSide) lkey() uint32                        { return s.key }
-func (s *loopSide) rkey() uint32                        { return s.key }
-func (s *loopSide) maxInline() int                      { return s.qp.MaxInlineData() }
-func (s *loopSide) zeroLengthRecvSGEs() bool            { return s.srq == nil }
-func (s *loopSide) maxSGE() int                         { return 4 } // loopCaps' send and receive SGEs
+func (s *loopSide) Poll(wcs []provider.WC) (int, error) { return s.cq.Poll(wcs) }
+func (s *loopSide) QPN() uint32                         { return s.qp.QPN() }
+func (s *loopSide) Arena() []byte                       { return s.mem }
+func (s *loopSide) Lkey() uint32                        { return s.key }
+func (s *loopSide) Rkey() uint32                        { return s.key }
+func (s *loopSide) MaxInline() int                      { return s.qp.MaxInlineData() }
+func (s *loopSide) ZeroLengthRecvSGEs() bool            { return s.srq == nil }
+func (s *loopSide) MaxSGE() int                         { return 4 } // loopCaps' send and receive SGEs
 
 // loopPair is two connected QPs, each with its own CQ, in the model.
 type loopPair struct {
@@ -263,7 +263,7 @@ func loopPoll(t *testing.T, s *loopSide, n int) []provider.WC {
 	var out []provider.WC
 	wcs := make([]provider.WC, 8)
 	for tries := 0; len(out) < n && tries < 1000; tries++ {
-		k, err := s.poll(wcs)
+		k, err := s.Poll(wcs)
 		if err != nil {
 			t.Fatalf("poll: %v", err)
 		}
@@ -272,7 +272,7 @@ func loopPoll(t *testing.T, s *loopSide, n int) []provider.WC {
 	if len(out) != n {
 		t.Fatalf("%d completions, want %d: %+v", len(out), n, out)
 	}
-	if k, err := s.poll(wcs); k != 0 || err != nil {
+	if k, err := s.Poll(wcs); k != 0 || err != nil {
 		t.Fatalf("extra completions: %d, %v: %+v", k, err, wcs[:k])
 	}
 	return out
@@ -296,7 +296,7 @@ func TestLoopbackUnsignaled(t *testing.T) {
 				SGL: []provider.SGE{p.a.sge(i*8, 8)}, RemoteAddr: p.b.addr(i * 8), Rkey: p.b.key}
 		}
 		wrs[max-1].Flags = provider.SendSignaled
-		if err := p.a.postSend(wrs); err != nil {
+		if err := p.a.PostSend(wrs); err != nil {
 			t.Fatalf("round %d: posting a full queue: %v", round, err)
 		}
 		got := loopPoll(t, p.a, 1)
@@ -309,7 +309,7 @@ func TestLoopbackUnsignaled(t *testing.T) {
 	for i := range wrs {
 		wrs[i] = provider.SendWR{ID: uint64(i), Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{p.a.sge(0, 8)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}
 	}
-	if err := p.a.postSend(wrs); !errors.Is(err, provider.ErrQueueFull) {
+	if err := p.a.PostSend(wrs); !errors.Is(err, provider.ErrQueueFull) {
 		t.Fatalf("posting %d WRs on a %d-deep queue: %v", max+1, max, err)
 	}
 }
@@ -350,19 +350,19 @@ func TestLoopbackErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newLoopPair(t, 63, loopCaps, 64<<10)
 			if tc.recv {
-				if err := p.b.postRecv([]provider.RecvWR{{ID: 50, SGL: []provider.SGE{p.b.sge(1024, tc.recvSize)}}, {ID: 51, SGL: []provider.SGE{p.b.sge(2048, 8)}}}); err != nil {
+				if err := p.b.PostRecv([]provider.RecvWR{{ID: 50, SGL: []provider.SGE{p.b.sge(1024, tc.recvSize)}}, {ID: 51, SGL: []provider.SGE{p.b.sge(2048, 8)}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// A receive posted at a (the requester) is flushed when it
 			// goes to error.
-			if err := p.a.postRecv([]provider.RecvWR{{ID: 60, SGL: []provider.SGE{p.a.sge(4096, 8)}}}); err != nil {
+			if err := p.a.PostRecv([]provider.RecvWR{{ID: 60, SGL: []provider.SGE{p.a.sge(4096, 8)}}}); err != nil {
 				t.Fatal(err)
 			}
 			bad := tc.wr(p)
 			bad.ID = 1 // unsignaled: errors complete anyway
 			after := provider.SendWR{ID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{p.a.sge(0, 8)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}
-			if err := p.a.postSend([]provider.SendWR{bad, after}); err != nil {
+			if err := p.a.PostSend([]provider.SendWR{bad, after}); err != nil {
 				t.Fatal(err)
 			}
 			got := loopPoll(t, p.a, 3)
@@ -393,7 +393,7 @@ func TestLoopbackErrors(t *testing.T) {
 			for i := range wrs {
 				wrs[i] = after
 			}
-			if err := p.a.postSend(wrs); err != nil {
+			if err := p.a.PostSend(wrs); err != nil {
 				t.Fatalf("after the error: %v", err)
 			}
 			if got := loopPoll(t, p.a, len(wrs)); got[0].Status != provider.WCWRFlushErr {
@@ -412,11 +412,11 @@ func TestLoopbackCQOverrun(t *testing.T) {
 		return provider.SendWR{ID: id, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{p.a.sge(0, 8)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}
 	}
 	for i := 0; i < 8; i++ {
-		if err := p.a.postSend([]provider.SendWR{wr(uint64(i))}); err != nil {
+		if err := p.a.PostSend([]provider.SendWR{wr(uint64(i))}); err != nil {
 			t.Fatalf("completion %d of a ring of 8: %v", i, err)
 		}
 	}
-	err := p.a.postSend([]provider.SendWR{wr(8)})
+	err := p.a.PostSend([]provider.SendWR{wr(8)})
 	if !errors.Is(err, hcamodel.ErrCQOverrun) || !p.mcqA.Overrun() {
 		t.Fatalf("a 9th completion on an unpolled ring of 8: %v, want an overrun", err)
 	}
