@@ -263,9 +263,11 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	// The queues' software state; Created fills in what the kernel says.
 	sq := &q.sq
 	if sz.sqWqeCnt > 0 {
-		ring := q.buf.mem[sqOff : sqOff+sz.sqSize]
+		var ring []byte
 		if raw {
 			ring = q.sqBuf.mem[:sz.sqSize]
+		} else {
+			ring = q.buf.mem[sqOff : sqOff+sz.sqSize]
 		}
 		sq.start = unsafe.Pointer(&ring[0])
 		sq.end = unsafe.Add(sq.start, sz.sqSize)

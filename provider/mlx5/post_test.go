@@ -1,0 +1,301 @@
+package mlx5
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
+)
+
+// These tests check the encoders against the PRM's WQE layout, decoded
+// independently of the encoder, over guarded buffers (a write outside a
+// queue buffer, doorbell page or UAR page faults).
+
+const sendTestQPN = 0x123
+
+func newTestQP(t testing.TB, c *Context, init provider.QPInit) *QP {
+	t.Helper()
+	p, err := c.NewQP(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := p.(*QP)
+	if err := q.Created(nil, 1, sendTestQPN, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Destroyed() })
+	return q
+}
+
+func testAH(t testing.TB, c *Context) *AH {
+	p, _ := c.NewAH()
+	ah := p.(*AH)
+	attr := abi.AHAttr{IsGlobal: 1, PortNum: 1, SL: 3}
+	attr.GRH.FlowLabel, attr.GRH.SGIDIndex, attr.GRH.HopLimit = 0x12345, 1, 64
+	copy(attr.GRH.DGID[:], "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x0a\x63\x00\x02")
+	if err := ah.SetAddress(provider.AHAddress{Attr: attr, Ethernet: true, RoCEv2: true}); err != nil {
+		t.Fatal(err)
+	}
+	copy(ah.resp.DMAC[:], "\x0c\x42\xa1\x5e\x77\x01")
+	if err := ah.Created(1); err != nil {
+		t.Fatal(err)
+	}
+	return ah
+}
+
+// wqe is a send WQE as the HCA reads it.
+type wqe struct {
+	Opcode  uint8
+	Index   uint16
+	QPN     uint32
+	DS      int
+	FmCeSe  uint8
+	Imm     uint32
+	XRCSRQN uint32
+	Raddr   uint64
+	Rkey    uint32
+	SwapAdd uint64
+	Compare uint64
+	AV      []byte
+	EthHdr  []byte
+	CsFlags uint8
+	UMR     []byte
+	Inline  []byte
+	Data    []provider.SGE
+}
+
+// decodeWQE reads the WQE starting at block bb of the ring, following the
+// wrap at the ring's end, by the PRM's layout for a QP type.
+func decodeWQE(t *testing.T, ring []byte, bb int, typ provider.QPType, op provider.WROpcode, inline bool, ethInline int) wqe {
+	t.Helper()
+	be := binary.BigEndian
+	var w wqe
+	ctrl := ring[bb*wqeBB:]
+	w.Opcode = uint8(be.Uint32(ctrl))
+	w.Index = uint16(be.Uint32(ctrl) >> 8)
+	w.QPN = be.Uint32(ctrl[4:]) >> 8
+	w.DS = int(be.Uint32(ctrl[4:]) & 0x3f)
+	w.FmCeSe = ctrl[11]
+	w.Imm = be.Uint32(ctrl[12:])
+	flat := make([]byte, w.DS*16)
+	for i := range flat {
+		flat[i] = ring[(bb*wqeBB+i)%len(ring)]
+	}
+	p := flat[16:]
+	switch typ {
+	case abi.QPTypeXRCIni, abi.QPTypeRC, abi.QPTypeUC:
+		if typ == abi.QPTypeXRCIni && op != provider.WRLocalInv {
+			w.XRCSRQN = be.Uint32(p)
+			p = p[16:]
+		}
+		switch op {
+		case provider.WRRDMARead, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+			w.Raddr, w.Rkey = be.Uint64(p), be.Uint32(p[8:])
+			p = p[16:]
+		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+			w.Raddr, w.Rkey = be.Uint64(p), be.Uint32(p[8:])
+			w.SwapAdd, w.Compare = be.Uint64(p[16:]), be.Uint64(p[24:])
+			p = p[32:]
+		case provider.WRLocalInv:
+			w.UMR = p[:112]
+			p = p[112:]
+		}
+	case abi.QPTypeUD:
+		w.AV = p[:48]
+		p = p[48:]
+	case abi.QPTypeRawPacket:
+		w.CsFlags = p[4]
+		n := int(be.Uint16(p[12:]))
+		w.EthHdr = p[14 : 14+n]
+		p = p[(14+n)&^15:]
+	}
+	if inline {
+		if len(p) > 0 {
+			bc := be.Uint32(p)
+			if bc&abi.MLX5InlineSeg == 0 {
+				t.Fatalf("inline segment byte count %#x without the inline bit", bc)
+			}
+			w.Inline = p[4 : 4+bc&^abi.MLX5InlineSeg]
+		}
+		return w
+	}
+	for ; len(p) >= 16; p = p[16:] {
+		w.Data = append(w.Data, provider.SGE{Length: be.Uint32(p), Lkey: be.Uint32(p[4:]), Addr: be.Uint64(p[8:])})
+	}
+	return w
+}
+
+// expectWQE is what the PRM says a work request becomes.
+func expectWQE(wr provider.SendWR, typ provider.QPType, index uint16, ah *AH, data []byte, ethInline int) wqe {
+	w := wqe{Opcode: mlx5Opcode[wr.Opcode], Index: index, QPN: sendTestQPN}
+	if wr.Flags&provider.SendFence != 0 {
+		w.FmCeSe |= abi.MLX5WQECtrlFence
+	}
+	if wr.Flags&provider.SendSignaled != 0 {
+		w.FmCeSe |= abi.MLX5WQECtrlCQUpdate
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		w.FmCeSe |= abi.MLX5WQECtrlSolicited
+	}
+	switch wr.Opcode {
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+		w.Imm = wr.Imm
+	case provider.WRSendWithInv, provider.WRLocalInv:
+		w.Imm = wr.InvalidateRkey
+	}
+	ds := 1
+	if typ == abi.QPTypeXRCIni && wr.Opcode != provider.WRLocalInv {
+		w.XRCSRQN = wr.XRCRemoteSRQN
+		ds++
+	}
+	switch wr.Opcode {
+	case provider.WRRDMARead, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+		w.Raddr, w.Rkey = wr.RemoteAddr, wr.Rkey
+		ds++
+	case provider.WRAtomicCmpAndSwp:
+		w.Raddr, w.Rkey, w.SwapAdd, w.Compare = wr.RemoteAddr, wr.Rkey, wr.Swap, wr.CompareAdd
+		ds += 2
+	case provider.WRAtomicFetchAndAdd:
+		w.Raddr, w.Rkey, w.SwapAdd = wr.RemoteAddr, wr.Rkey, wr.CompareAdd
+		ds += 2
+	case provider.WRLocalInv:
+		umr := make([]byte, 112)
+		umr[0] = 0x98                                            // inline, translation offset, check QPN
+		binary.BigEndian.PutUint64(umr[8:], 1<<29|1<<13|1<<14) // free, mkey, QPN
+		umr[48] = 0x40                                           // mkey context: free
+		binary.BigEndian.PutUint32(umr[52:], 0xffffff00)
+		w.UMR = umr
+		ds += 7
+	}
+	skip := 0
+	switch typ {
+	case abi.QPTypeUD:
+		av := ah.AV()
+		binary.BigEndian.PutUint32(av[0:], wr.RemoteQkey)
+		binary.BigEndian.PutUint32(av[8:], wr.RemoteQPN|abi.MLX5ExtendedUDAV)
+		w.AV = av[:]
+		ds += 3
+	case abi.QPTypeRawPacket:
+		w.EthHdr = data[:ethInline]
+		skip = ethInline
+		if wr.Flags&provider.SendIPCsum != 0 {
+			w.CsFlags = 0xc0
+		}
+		ds += (14 + ethInline) >> 4
+	}
+	if wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0 {
+		w.Inline = data[skip:]
+		if len(w.Inline) > 0 {
+			ds += (len(w.Inline) + 4 + 15) / 16
+		}
+	} else {
+		for _, s := range wr.SGL {
+			n := uint32(min(skip, int(s.Length)))
+			skip -= int(n)
+			if s.Length == 0 || n == s.Length {
+				continue
+			}
+			if wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd {
+				w.Data = append(w.Data, provider.SGE{Addr: s.Addr, Length: 8, Lkey: s.Lkey})
+			} else {
+				w.Data = append(w.Data, provider.SGE{Addr: s.Addr + uint64(n), Length: s.Length - n, Lkey: s.Lkey})
+			}
+			ds++
+		}
+	}
+	w.DS = ds
+	return w
+}
+
+// payload is memory SGEs point into: len(sizes) spans with distinct bytes.
+func payload(t testing.TB, lkey uint32, sizes ...int) ([]provider.SGE, []byte) {
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	mem := guardedPages(t, max(total, 1))
+	var sgl []provider.SGE
+	var all []byte
+	off := 0
+	for i, s := range sizes {
+		b := mem[off : off+s]
+		for j := range b {
+			b[j] = byte(i*31 + j*7 + 1)
+		}
+		all = append(all, b...)
+		sgl = append(sgl, provider.SGE{Addr: uint64(uintptr(unsafe.Pointer(&mem[off]))), Length: uint32(s), Lkey: lkey + uint32(i)})
+		off += s
+	}
+	return sgl, all
+}
+
+var allOpcodes = []provider.WROpcode{provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm,
+	provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd, provider.WRLocalInv, provider.WRBindMW, provider.WRSendWithInv}
+
+var qpTypes = []struct {
+	name string
+	typ  provider.QPType
+}{{"RC", abi.QPTypeRC}, {"UC", abi.QPTypeUC}, {"UD", abi.QPTypeUD}, {"RAW_PACKET", abi.QPTypeRawPacket}, {"XRC_SEND", abi.QPTypeXRCIni}}
+
+// TestEncodeEveryOpcode posts every opcode with every flag combination on
+// every QP type: valid ones must decode to what the PRM says, the others
+// must be refused with ErrBadWR and write nothing.
+func TestEncodeEveryOpcode(t *testing.T) {
+	c, k := newTestContext(t, testResp())
+	ah := testAH(t, c)
+	flagSets := []provider.SendFlags{0, provider.SendFence, provider.SendSignaled, provider.SendSolicited,
+		provider.SendFence | provider.SendSignaled | provider.SendSolicited, provider.SendInline, provider.SendInline | provider.SendSignaled}
+	for _, qt := range qpTypes {
+		q := newTestQP(t, c, provider.QPInit{Type: qt.typ, MaxSendWr: 64, MaxSendSGE: 3, MaxInlineData: 64, MaxRecvWr: 4, MaxRecvSGE: 1})
+		for _, op := range allOpcodes {
+			for _, fl := range flagSets {
+				if qt.typ == abi.QPTypeRawPacket && fl&provider.SendSolicited == 0 {
+					fl |= provider.SendIPCsum // also cover checksum offload
+				}
+				name := fmt.Sprintf("%s/%v/%#x", qt.name, op, fl)
+				sizes := []int{40, 0, 24}
+				if op == provider.WRAtomicCmpAndSwp || op == provider.WRAtomicFetchAndAdd {
+					sizes = []int{8}
+				}
+				if op == provider.WRLocalInv {
+					sizes = nil
+				}
+				sgl, data := payload(t, 0x500, sizes...)
+				wr := provider.SendWR{ID: 77, Opcode: op, Flags: fl, SGL: sgl, Imm: 0x11223344, InvalidateRkey: 0xabcd12,
+					RemoteAddr: 0x7f0012345000, Rkey: 0x5566, CompareAdd: 0x0102030405060708, Swap: 0x1112131415161718,
+					AH: ah, RemoteQPN: 0x4321, RemoteQkey: 0x11111111, XRCRemoteSRQN: 0x42}
+				ring := q.sqRing()
+				before := bytes.Clone(ring)
+				bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
+				q.sq.fmCache = 0 // each case on its own: no fence owed by an earlier LOCAL_INV
+				err := q.PostSend([]provider.SendWR{wr})
+				if !opcodeAllowed(qt.typ, op) {
+					if !errors.Is(err, provider.ErrBadWR) || !bytes.Equal(before, ring) {
+						t.Errorf("%s: err %v (want ErrBadWR), ring changed %v", name, err, !bytes.Equal(before, ring))
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				got := decodeWQE(t, ring, bb, qt.typ, op, fl&provider.SendInline != 0, c.ethMinInline)
+				want := expectWQE(wr, qt.typ, uint16(bb), ah, data, c.ethMinInline)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-PRM +encoded):\n%s", name, diff)
+				}
+				// Retire it so the queue never fills.
+				if _, _, _, ok := q.sq.completeSend(uint16(bb), nil); !ok {
+					t.Fatalf("%s: completeSend(%d) found no WQE", name, bb)
+				}
+				k.clearUARs()
+			}
+		}
+	}
+}
