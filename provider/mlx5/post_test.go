@@ -167,9 +167,9 @@ func expectWQE(wr provider.SendWR, typ provider.QPType, index uint16, ah *AH, da
 		ds += 2
 	case provider.WRLocalInv:
 		umr := make([]byte, 112)
-		umr[0] = 0x98                                            // inline, translation offset, check QPN
+		umr[0] = 0x98                                          // inline, translation offset, check QPN
 		binary.BigEndian.PutUint64(umr[8:], 1<<29|1<<13|1<<14) // free, mkey, QPN
-		umr[48] = 0x40                                           // mkey context: free
+		umr[48] = 0x40                                         // mkey context: free
 		binary.BigEndian.PutUint32(umr[52:], 0xffffff00)
 		w.UMR = umr
 		ds += 7
@@ -295,6 +295,233 @@ func TestEncodeEveryOpcode(t *testing.T) {
 					t.Fatalf("%s: completeSend(%d) found no WQE", name, bb)
 				}
 				k.clearUARs()
+			}
+		}
+	}
+}
+
+// TestEncodeSGECountsAndInlineLimits posts 0..max SGEs and inline data at
+// and around the queue's limit (one SGE and several), on RC, UD and raw
+// packet QPs; one past each limit is refused with its typed error and
+// writes nothing.
+func TestEncodeSGECountsAndInlineLimits(t *testing.T) {
+	c, _ := newTestContext(t, testResp())
+	ah := testAH(t, c)
+	for _, qt := range qpTypes {
+		if qt.typ == abi.QPTypeUC {
+			continue // as RC
+		}
+		q := newTestQP(t, c, provider.QPInit{Type: qt.typ, MaxSendWr: 32, MaxSendSGE: 4, MaxInlineData: 100})
+		maxInl := q.sq.maxInline
+		type tc struct {
+			name    string
+			sizes   []int
+			flags   provider.SendFlags
+			wantErr error
+		}
+		var cases []tc
+		for n := 0; n <= q.sq.maxGS+1; n++ {
+			sizes := make([]int, n)
+			for i := range sizes {
+				sizes[i] = 20 + i
+			}
+			var want error
+			if n > q.sq.maxGS {
+				want = provider.ErrTooManySGE
+			}
+			if qt.typ == abi.QPTypeRawPacket && n == 0 {
+				want = provider.ErrBadWR // a packet needs its headers
+			}
+			cases = append(cases, tc{fmt.Sprintf("%d SGEs", n), sizes, 0, want})
+		}
+		hdr := 0
+		if qt.typ == abi.QPTypeRawPacket {
+			hdr = c.ethMinInline // inline data is what follows the inline headers
+		}
+		for _, n := range []int{1, 15, 16, maxInl - 1, maxInl, maxInl + 1} {
+			var want error
+			if n > maxInl {
+				want = provider.ErrInlineTooLarge
+			}
+			cases = append(cases,
+				tc{fmt.Sprintf("inline %d in one SGE", n), []int{n + hdr}, provider.SendInline, want},
+				tc{fmt.Sprintf("inline %d in three SGEs", n), []int{hdr + n/3, n / 3, n - 2*(n/3)}, provider.SendInline, want})
+		}
+		for _, tc := range cases {
+			name := qt.name + "/" + tc.name
+			sgl, data := payload(t, 0x900, tc.sizes...)
+			wr := provider.SendWR{ID: 5, Opcode: provider.WRSend, Flags: tc.flags | provider.SendSignaled, SGL: sgl,
+				AH: ah, RemoteQPN: 9, RemoteQkey: 0x1111, XRCRemoteSRQN: 3}
+			ring := q.sqRing()
+			before, db := bytes.Clone(ring), bytes.Clone(q.dbrecBytes())
+			bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
+			err := q.PostSend([]provider.SendWR{wr})
+			if tc.wantErr != nil {
+				var pe *provider.PostError
+				if !errors.Is(err, tc.wantErr) || !errors.As(err, &pe) || pe.Index != 0 {
+					t.Errorf("%s: err %v, want a PostError for WR 0 wrapping %v", name, err, tc.wantErr)
+				}
+				if !bytes.Equal(before, ring) || !bytes.Equal(db, q.dbrecBytes()) {
+					t.Errorf("%s: a refused post wrote to the queue", name)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got := decodeWQE(t, ring, bb, qt.typ, wr.Opcode, tc.flags&provider.SendInline != 0, c.ethMinInline)
+			want := expectWQE(wr, qt.typ, uint16(bb), ah, data, c.ethMinInline)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s (-PRM +encoded):\n%s", name, diff)
+			}
+			if got.DS*16 > q.sq.maxPostBytes() {
+				t.Errorf("%s: a WQE of %d bytes, beyond the %d the queue was sized for", name, got.DS*16, q.sq.maxPostBytes())
+			}
+			q.sq.completeSend(uint16(bb), nil)
+		}
+	}
+}
+
+// maxPostBytes is the largest WQE the ring was sized for.
+func (sq *sendQueue) maxPostBytes() int { return int(sq.wqeCnt) * wqeBB / int(sq.maxPost) }
+
+// TestEncodeWraparound walks WQEs of every size class around the ring
+// several times on a ring that ends at a guard page: every WQE decodes
+// whole across the wrap, the counters in the control segments and the
+// doorbell record run on past the ring size.
+func TestEncodeWraparound(t *testing.T) {
+	c, _ := newTestContext(t, testResp())
+	ah := testAH(t, c)
+	for _, qt := range qpTypes {
+		// No RQ: the send ring is the whole buffer, so its end is a guard page.
+		q := newTestQP(t, c, provider.QPInit{Type: qt.typ, MaxSendWr: 16, MaxSendSGE: 4, MaxInlineData: 150})
+		if len(q.sqRing())%4096 != 0 {
+			t.Fatalf("%s: a ring of %d bytes does not end at the guard page", qt.name, len(q.sqRing()))
+		}
+		shapes := []struct {
+			sizes []int
+			flags provider.SendFlags
+		}{{[]int{30}, 0}, {[]int{30, 40, 50, 60}, 0}, {[]int{90}, provider.SendInline}, {[]int{60, 30, 40}, provider.SendInline}, {[]int{0}, 0}, {[]int{20}, provider.SendInline}}
+		posted, straddles := 0, 0
+		for round := 0; q.sq.curPost < 3*q.sq.wqeCnt; round++ {
+			s := shapes[round%len(shapes)]
+			if qt.typ == abi.QPTypeRawPacket && s.sizes[0] < 18 {
+				continue
+			}
+			sgl, data := payload(t, 0x700, s.sizes...)
+			wr := provider.SendWR{ID: uint64(round), Opcode: provider.WRSend, Flags: s.flags, SGL: sgl, AH: ah, RemoteQPN: 7, RemoteQkey: 1}
+			bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
+			idx := uint16(q.sq.curPost)
+			if err := q.PostSend([]provider.SendWR{wr}); err != nil {
+				t.Fatalf("%s round %d: %v", qt.name, round, err)
+			}
+			got := decodeWQE(t, q.sqRing(), bb, qt.typ, wr.Opcode, s.flags&provider.SendInline != 0, c.ethMinInline)
+			want := expectWQE(wr, qt.typ, idx, ah, data, c.ethMinInline)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("%s round %d at block %d (-PRM +encoded):\n%s", qt.name, round, bb, diff)
+			}
+			if got := binary.BigEndian.Uint32(q.dbrecBytes()[4:]); got != q.sq.curPost&0xffff {
+				t.Fatalf("%s round %d: doorbell record %d, posted %d blocks", qt.name, round, got, q.sq.curPost)
+			}
+			if bb+(got.DS*16+wqeBB-1)/wqeBB > int(q.sq.wqeCnt) {
+				straddles++
+			}
+			if _, _, _, ok := q.sq.completeSend(idx, nil); !ok {
+				t.Fatalf("%s round %d: no WQE at counter %d", qt.name, round, idx)
+			}
+			posted++
+		}
+		if posted < int(q.sq.wqeCnt) || straddles == 0 {
+			t.Errorf("%s: %d posts, %d across the ring's end", qt.name, posted, straddles)
+		}
+	}
+}
+
+// TestDoorbellOrBlueFlame checks the UAR writes: a lone WQE of more than
+// 16 bytes is copied whole by BlueFlame (wrapping with the ring), a list
+// or a 16-byte WQE rings the 8-byte doorbell with the last WQE's control
+// segment, and each write goes to the other half of the register.
+func TestDoorbellOrBlueFlame(t *testing.T) {
+	c, k := newTestContext(t, testResp())
+	q := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 4, MaxSendSGE: 4, MaxInlineData: 200})
+	uar := k.uarPage(q.bf.pageID)
+	sgl, _ := payload(t, 1, 64, 64, 64, 64)
+	one := provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl[:1], RemoteAddr: 0x1000, Rkey: 2}
+	four := provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl, RemoteAddr: 0x1000, Rkey: 2}
+	big := provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl[:3]} // 196 bytes: 4 blocks
+	empty := provider.SendWR{Opcode: provider.WRSend}                                       // 16 bytes: doorbell only
+	half := q.bf.bufSize
+	for i, tc := range []struct {
+		wrs      []provider.SendWR
+		blueFlam bool
+	}{
+		{[]provider.SendWR{one}, true},
+		{[]provider.SendWR{four}, true},
+		{[]provider.SendWR{one, one}, false},
+		{[]provider.SendWR{empty}, false},
+		{[]provider.SendWR{big}, true},
+		{[]provider.SendWR{big}, true}, // moved to two blocks before the end: the copy wraps
+		{[]provider.SendWR{four, one, empty}, false},
+	} {
+		if i == 5 {
+			for q.sq.curPost&(q.sq.wqeCnt-1) != q.sq.wqeCnt-2 {
+				if err := q.PostSend([]provider.SendWR{empty, empty}); err != nil {
+					t.Fatal(err)
+				}
+				q.sq.completeSend(uint16(q.sq.curPost-1), nil)
+			}
+			if q.bf.offset != 0 {
+				if err := q.PostSend([]provider.SendWR{empty}); err != nil {
+					t.Fatal(err)
+				}
+				q.sq.completeSend(uint16(q.sq.curPost-1), nil)
+			}
+		}
+		k.clearUARs()
+		off := q.bf.regOff + q.bf.offset
+		if i < 5 {
+			if want := q.bf.regOff + (i%2)*half; off != want {
+				t.Fatalf("case %d: register half at %#x, want %#x", i, off, want)
+			}
+		}
+		start := q.sq.curPost
+		if err := q.PostSend(tc.wrs); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		// The last WQE's blocks, in ring order from its control segment.
+		last := start
+		for p := start; p != q.sq.curPost; p++ {
+			if q.sq.wqeBlocks[p&(q.sq.wqeCnt-1)] != 0 {
+				last = p
+			}
+		}
+		ring := q.sqRing()
+		var wqeBytes []byte
+		for p := last; p != q.sq.curPost; p++ {
+			b := int(p & (q.sq.wqeCnt - 1))
+			wqeBytes = append(wqeBytes, ring[b*wqeBB:(b+1)*wqeBB]...)
+		}
+		want := wqeBytes[:8]
+		if tc.blueFlam {
+			want = wqeBytes
+		}
+		if i == 5 && (last&(q.sq.wqeCnt-1))+uint32(len(wqeBytes)/wqeBB) <= q.sq.wqeCnt {
+			t.Fatalf("case %d: the WQE at block %d does not cross the ring's end", i, last&(q.sq.wqeCnt-1))
+		}
+		if next := q.bf.regOff + q.bf.offset; next == off {
+			t.Errorf("case %d: the register half did not alternate", i)
+		}
+		if got := uar[off : off+len(want)]; !bytes.Equal(got, want) {
+			t.Errorf("case %d: UAR at %#x\n got %x\nwant %x", i, off, got, want)
+		}
+		rest := bytes.Clone(uar)
+		clear(rest[off : off+len(want)])
+		if !allZero(rest) {
+			t.Errorf("case %d: more UAR bytes written than the %d expected", i, len(want))
+		}
+		for p := start; p != q.sq.curPost; p++ {
+			if b := p & (q.sq.wqeCnt - 1); q.sq.wqeBlocks[b] != 0 {
+				q.sq.completeSend(uint16(q.sq.wqeStart[b]), nil)
 			}
 		}
 	}
