@@ -53,6 +53,7 @@ import (
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
+	"github.com/goverbs/goverbs/sysfs"
 )
 
 // ErrNotSupported matches (errors.Is) every error that means the kernel or
@@ -210,7 +211,7 @@ func openDevice(dev deviceInfo, o *options) (*Context, error) {
 func openError(dev deviceInfo, err error) error {
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return fmt.Errorf("uverbs: open %s: permission denied on %s (needs read-write access; check the file's mode and group, or the container's device list): %w", dev.name, dev.charDev, err)
+		return fmt.Errorf("uverbs: open %s: %w: %s: %w", dev.name, sysfs.ErrNoAccess, accessAdvice(dev.charDev), err)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENXIO), errors.Is(err, unix.ENODEV):
 		return fmt.Errorf("uverbs: open %s: %s is missing (is /dev populated and ib_uverbs loaded?): %w", dev.name, dev.charDev, err)
 	}

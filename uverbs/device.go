@@ -33,6 +33,9 @@ func findDevice(root, name string) (deviceInfo, error) {
 	fs := sysfs.New(root)
 	uv, err := fs.Uverbs(name)
 	if err != nil {
+		if errors.Is(err, sysfs.ErrNoAccess) && uv.CharDev != "" {
+			return deviceInfo{}, fmt.Errorf("uverbs: open %s: %w; %s", name, err, accessAdvice(uv.CharDev))
+		}
 		return deviceInfo{}, fmt.Errorf("uverbs: open %s: %w", name, err)
 	}
 	info := deviceInfo{
