@@ -15,6 +15,8 @@ const (
 	cqeOffMLPath       = 17 // ml_path: dlid_path_bits in the low 7 bits
 	cqeOffSLID         = 22 // slid, BE16
 	cqeOffFlagsRQPN    = 24 // flags_rqpn: GRH<<28 | SL<<24 | source QPN
+	cqeOffHdsIPExt     = 28 // hds_ip_ext: the checksum validation bits
+	cqeOffL4HdrTypeEtc = 29 // l4_hdr_type_etc: the L3 header type in bits 2..3
 	cqeOffSRQNUIDX     = 32 // srqn_uidx: SRQ number, or the user index under CQE version 1
 	cqeOffImmInvalPkey = 36 // immediate, invalidated rkey, or P_Key index
 	cqeOffByteCnt      = 44
@@ -33,6 +35,10 @@ const (
 	cqeInlineScatter64 = 0x08 // MLX5_INLINE_SCATTER_64: payload in the 64 bytes before it (128-byte CQEs)
 
 	maxQPN = 1<<24 - 1
+
+	cqeL3OK          = 1 << 1 // MLX5_CQE_L3_OK
+	cqeL4OK          = 1 << 2 // MLX5_CQE_L4_OK
+	cqeL3HdrTypeIPv4 = 2      // MLX5_CQE_L3_HDR_TYPE_IPV4
 )
 
 // CQE opcodes (op_own >> 4, MLX5_CQE_*).

@@ -40,11 +40,20 @@ type recvCompleter interface {
 	completeRecv(wqeCounter uint16, inline []byte) (wrID uint64, status provider.WCStatus, ok bool)
 }
 
+// rxCSummer is implemented by receive queues whose completions report
+// the HCA's IP checksum validation: libmlx5's MLX5_RX_CSUM_VALID, which it
+// sets on a raw packet QP brought up on an Ethernet port of a device with
+// IBV_DEVICE_RAW_IP_CSUM. It is asked on every receive completion of the
+// QP's own RQ (never of an SRQ, as libmlx5), so it may change after
+// attach.
+type rxCSummer interface{ rxCSumValid() bool }
+
 // cqLink is one QP's entry in a CQ's table.
 type cqLink struct {
-	qpn  uint32
-	send sendCompleter // nil when the CQ is only the QP's receive CQ
-	recv recvCompleter // the RQ, the QP's SRQ, or nil (send CQ only)
+	qpn   uint32
+	send  sendCompleter // nil when the CQ is only the QP's receive CQ
+	recv  recvCompleter // the RQ, the QP's SRQ, or nil (send CQ only)
+	rxSum rxCSummer     // the RQ, when it reports checksums
 }
 
 // attach makes the CQ deliver completions of QP qpn: s is its send queue
@@ -64,7 +73,9 @@ func (cq *CQ) attach(qpn uint32, s sendCompleter, r recvCompleter) error {
 	if _, dup := cq.qps[qpn]; dup {
 		return &FieldError{Field: "qpn", Value: uint64(qpn), Reason: "already attached to this CQ"}
 	}
-	cq.qps[qpn] = &cqLink{qpn: qpn, send: s, recv: r}
+	l := &cqLink{qpn: qpn, send: s, recv: r}
+	l.rxSum, _ = r.(rxCSummer)
+	cq.qps[qpn] = l
 	return nil
 }
 

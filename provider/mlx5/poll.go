@@ -106,7 +106,7 @@ func (cq *CQ) parse(e *[cqeSize]byte, wqeCounter uint16, opOwn uint8, w *provide
 		return nil
 
 	case cqeRespWRImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
-		r := cq.recvQueue(qpn, e)
+		r, l := cq.recvQueue(qpn, e)
 		if r == nil {
 			return cq.bad(e, opOwn, wqeCounter, "no receive queue of this QPN or SRQ is attached to the CQ")
 		}
@@ -159,6 +159,9 @@ func (cq *CQ) parse(e *[cqeSize]byte, wqeCounter uint16, opOwn uint8, w *provide
 		if (flagsRQPN>>28)&3 != 0 {
 			w.Flags |= provider.WCWithGRH
 		}
+		if l != nil && l.rxSum != nil && l.rxSum.rxCSumValid() {
+			w.Flags |= csumOK(e)
+		}
 		return nil
 
 	case cqeReqErr, cqeRespErr:
@@ -174,7 +177,7 @@ func (cq *CQ) parse(e *[cqeSize]byte, wqeCounter uint16, opOwn uint8, w *provide
 				return cq.bad(e, opOwn, wqeCounter, "no send WQE with this counter is outstanding")
 			}
 		} else {
-			r := cq.recvQueue(qpn, e)
+			r, _ := cq.recvQueue(qpn, e)
 			if r == nil {
 				return cq.bad(e, opOwn, wqeCounter, "no receive queue of this QPN or SRQ is attached to the CQ")
 			}
@@ -221,15 +224,25 @@ func (cq *CQ) lookup(qpn uint32) *cqLink {
 }
 
 // recvQueue finds the receive queue of a responder CQE: the QP's (its RQ,
-// or its SRQ), else an XRC SRQ by the CQE's srqn_uidx.
-func (cq *CQ) recvQueue(qpn uint32, e *[cqeSize]byte) recvCompleter {
+// or its SRQ), else an XRC SRQ by the CQE's srqn_uidx. l is the QP's
+// entry, nil for an XRC SRQ.
+func (cq *CQ) recvQueue(qpn uint32, e *[cqeSize]byte) (recvCompleter, *cqLink) {
 	if l := cq.lookup(qpn); l != nil && l.recv != nil {
-		return l.recv
+		return l.recv, l
 	}
 	if cq.srqs == nil {
-		return nil
+		return nil, nil
 	}
-	return cq.srqs[binary.BigEndian.Uint32(e[cqeOffSRQNUIDX:])&maxQPN]
+	return cq.srqs[binary.BigEndian.Uint32(e[cqeOffSRQNUIDX:])&maxQPN], nil
+}
+
+// csumOK is libmlx5's get_csum_ok: the HCA validated the L3 and L4
+// checksums of an IPv4 packet.
+func csumOK(e *[cqeSize]byte) provider.WCFlags {
+	if e[cqeOffHdsIPExt]&(cqeL3OK|cqeL4OK) == cqeL3OK|cqeL4OK && (e[cqeOffL4HdrTypeEtc]>>2)&3 == cqeL3HdrTypeIPv4 {
+		return provider.WCIPCSumOK
+	}
+	return 0
 }
 
 //go:noinline

@@ -443,3 +443,47 @@ func TestPollAllocs(t *testing.T) {
 		t.Errorf("Poll allocates %.1f times per call", allocs)
 	}
 }
+
+// csumRQ is a receive queue that reports checksum validation (a raw
+// packet QP with IBV_DEVICE_RAW_IP_CSUM).
+type csumRQ struct {
+	*fakeRQ
+	valid bool
+}
+
+func (r *csumRQ) rxCSumValid() bool { return r.valid }
+
+// TestPollRxChecksum: IBV_WC_IP_CSUM_OK needs L3 and L4 OK on an IPv4
+// packet, and a queue that reports checksums (libmlx5's get_csum_ok).
+func TestPollRxChecksum(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		valid  bool
+		hdsExt byte // hds_ip_ext
+		l3Type byte
+		want   provider.WCFlags
+	}{
+		{"ipv4-ok", true, cqeL3OK | cqeL4OK, cqeL3HdrTypeIPv4, provider.WCIPCSumOK},
+		{"ipv4-ok-l2-ok-too", true, cqeL3OK | cqeL4OK | 1, cqeL3HdrTypeIPv4, provider.WCIPCSumOK},
+		{"l4-bad", true, cqeL3OK, cqeL3HdrTypeIPv4, 0},
+		{"l3-bad", true, cqeL4OK, cqeL3HdrTypeIPv4, 0},
+		{"ipv6", true, cqeL3OK | cqeL4OK, 1, 0},
+		{"queue-does-not-report", false, cqeL3OK | cqeL4OK, cqeL3HdrTypeIPv4, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCQ(t, 4)
+			rq := &csumRQ{fakeRQ: newFakeRQ(4, false), valid: tc.valid}
+			if err := c.attach(testQPN, nil, rq); err != nil {
+				t.Fatal(err)
+			}
+			rq.post(1)
+			c.put(0, cqeFields{opcode: cqeRespSend, qpn: testQPN, byteCnt: 60})
+			e := c.entry(0)
+			e[cqeOffHdsIPExt] = tc.hdsExt
+			e[cqeOffL4HdrTypeEtc] = tc.l3Type << 2
+			if w := pollOne(t, c); w.Flags != tc.want {
+				t.Errorf("flags %#x, want %#x", w.Flags, tc.want)
+			}
+		})
+	}
+}
