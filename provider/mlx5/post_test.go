@@ -449,7 +449,7 @@ func TestDoorbellOrBlueFlame(t *testing.T) {
 	one := provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl[:1], RemoteAddr: 0x1000, Rkey: 2}
 	four := provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl, RemoteAddr: 0x1000, Rkey: 2}
 	big := provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl[:3]} // 196 bytes: 4 blocks
-	empty := provider.SendWR{Opcode: provider.WRSend}                                       // 16 bytes: doorbell only
+	empty := provider.SendWR{Opcode: provider.WRSend}                                         // 16 bytes: doorbell only
 	half := q.bf.bufSize
 	for i, tc := range []struct {
 		wrs      []provider.SendWR
