@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -43,40 +44,45 @@ type result struct {
 }
 
 func main() {
-	fuzzTime := flag.Duration("time", 5*time.Second, "fuzzing time per target (go test -fuzztime)")
-	run := flag.String("run", "", "only targets whose name matches this regular expression")
-	goCmd := flag.String("go", "go", "the go command")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: fuzzrun [-time d] [-run regexp] [packages]\n")
-		flag.PrintDefaults()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, ""))
+}
+
+// run is fuzzrun with its arguments; dir is where the go commands run
+// ("" for the current directory). It returns the exit status.
+func run(args []string, stdout, stderr io.Writer, dir string) int {
+	fl := flag.NewFlagSet("fuzzrun", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fuzzTime := fl.Duration("time", 5*time.Second, "fuzzing time per target (go test -fuzztime)")
+	only := fl.String("run", "", "only targets whose name matches this regular expression")
+	goCmd := fl.String("go", "go", "the go command")
+	fl.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fuzzrun [-time d] [-run regexp] [packages]\n")
+		fl.PrintDefaults()
 	}
-	flag.Parse()
-	var only *regexp.Regexp
-	if *run != "" {
-		var err error
-		if only, err = regexp.Compile(*run); err != nil {
-			fmt.Fprintf(os.Stderr, "fuzzrun: -run: %v\n", err)
-			os.Exit(2)
-		}
+	if err := fl.Parse(args); err != nil {
+		return 2
 	}
-	patterns := flag.Args()
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintf(stderr, "fuzzrun: -run: %v\n", err)
+		return 2
+	}
+	patterns := fl.Args()
 	if len(patterns) == 0 {
 		patterns = []string{"./..."}
 	}
 	start := time.Now()
-	targets, err := discover(*goCmd, patterns)
+	targets, err := discover(*goCmd, dir, patterns)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "fuzzrun: %v\n", err)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "fuzzrun: %v\n", err)
+		return 2
 	}
-	if only != nil {
-		targets = filter(targets, only)
-	}
+	targets = filter(targets, re)
 	if len(targets) == 0 {
-		fmt.Fprintln(os.Stderr, "fuzzrun: no fuzz targets found")
-		os.Exit(2)
+		fmt.Fprintln(stderr, "fuzzrun: no fuzz targets found")
+		return 2
 	}
-	fmt.Printf("fuzzrun: %d targets, %v each (discovery %v)\n", len(targets), *fuzzTime, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each (discovery %v)\n", len(targets), *fuzzTime, time.Since(start).Round(time.Millisecond))
 	var results []result
 	for _, t := range targets {
 		r := fuzz(*goCmd, t, *fuzzTime)
@@ -84,13 +90,13 @@ func main() {
 		if r.crashed {
 			status = "CRASH"
 		}
-		fmt.Printf("%-6s %-60s %6.1fs  %s\n", status, t.pkg+"."+t.name, r.elapsed.Seconds(), r.execs)
+		fmt.Fprintf(stdout, "%-6s %-60s %6.1fs  %s\n", status, t.pkg+"."+t.name, r.elapsed.Seconds(), r.execs)
 		if r.crashed {
-			fmt.Println(indent(r.detail))
+			fmt.Fprintln(stdout, indent(r.detail))
 		}
 		results = append(results, r)
 	}
-	os.Exit(summarize(os.Stdout, results, time.Since(start)))
+	return summarize(stdout, results, time.Since(start))
 }
 
 func summarize(w io.Writer, results []result, total time.Duration) int {
@@ -132,9 +138,11 @@ var fuzzDecl = regexp.MustCompile(`(?m)^func Fuzz[A-Za-z0-9_]*\(\s*\w+\s+\*testi
 
 // discover lists the packages of patterns whose test files declare fuzz
 // targets, then the targets go test reports for each.
-func discover(goCmd string, patterns []string) ([]target, error) {
+func discover(goCmd, dir string, patterns []string) ([]target, error) {
 	args := append([]string{"list", "-json=ImportPath,Dir,TestGoFiles,XTestGoFiles"}, patterns...)
-	out, err := exec.Command(goCmd, args...).Output()
+	cmd := exec.Command(goCmd, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list: %w%s", err, stderrOf(err))
 	}
@@ -196,7 +204,7 @@ func listTargets(goCmd, dir string) ([]string, error) {
 // crashFile matches go test's report of the input that failed.
 var crashFile = regexp.MustCompile(`Failing input written to (\S+)`)
 
-var execsLine = regexp.MustCompile(`fuzz: elapsed: \d+s, execs: (\d+) \((\d+)/sec\)`)
+var execsLine = regexp.MustCompile(`fuzz: elapsed: (?:(\d+)m)?(\d+)s, execs: (\d+) `)
 
 func fuzz(goCmd string, t target, d time.Duration) result {
 	// -run matching nothing: the package's ordinary tests run elsewhere.
@@ -206,8 +214,16 @@ func fuzz(goCmd string, t target, d time.Duration) result {
 	out, err := cmd.CombinedOutput()
 	r := result{target: t, elapsed: time.Since(start)}
 	if m := execsLine.FindAllSubmatch(out, -1); len(m) > 0 {
+		// The last line's own rate is over its last few seconds (often 0
+		// once the time is up); report the run's average.
 		last := m[len(m)-1]
-		r.execs = fmt.Sprintf("%s execs (%s/s)", last[1], last[2])
+		mins, _ := strconv.Atoi(string(last[1]))
+		secs, _ := strconv.Atoi(string(last[2]))
+		execs, _ := strconv.Atoi(string(last[3]))
+		r.execs = fmt.Sprintf("%d execs", execs)
+		if secs += 60 * mins; secs > 0 {
+			r.execs += fmt.Sprintf(" (%d/s)", execs/secs)
+		}
 	}
 	if err != nil {
 		// A crash names the input go test saved; anything else (a build
