@@ -454,7 +454,9 @@ func mapGoldenData(t *testing.T, base uint64) {
 		t.Fatalf("map the vectors' data area at %#x: %v (got %#x)", base, errno, addr)
 	}
 	data := userBytes(base, goldenDataSize)
-	t.Cleanup(func() { unix.Munmap(data) })
+	// unix.Munmap only unmaps what unix.Mmap mapped: the raw call, so that
+	// the next test can map the area again.
+	t.Cleanup(func() { unix.Syscall(unix.SYS_MUNMAP, uintptr(base), goldenDataSize, 0) })
 	for i := range data {
 		data[i] = byte(i*7+1) | 1
 	}
