@@ -560,3 +560,9 @@ func (rq *recvQueue) completeRecv(_ uint16, inline []byte) (uint64, provider.WCS
 	}
 	return wrID, status, true
 }
+
+// rxCSumValid implements rxCSummer: the receive completions of a raw
+// packet QP report the HCA's IP checksum check, as libmlx5 sets
+// MLX5_RX_CSUM_VALID for them (raw packet QPs exist only on Ethernet
+// ports, and every ConnectX that has them checks IP checksums).
+func (rq *recvQueue) rxCSumValid() bool { return rq.typ == abi.QPTypeRawPacket }
