@@ -179,15 +179,24 @@ func uverbsRemoval(msg []byte) (rdev uint64, ok bool) {
 		case "SUBSYSTEM":
 			subsystem = string(v)
 		case "MAJOR":
-			major, _ = strconv.Atoi(string(v))
+			major = devNumber(v)
 		case "MINOR":
-			minor, _ = strconv.Atoi(string(v))
+			minor = devNumber(v)
 		}
 	}
 	if action != "remove" || subsystem != "infiniband_verbs" || major < 0 || minor < 0 {
 		return 0, false
 	}
 	return unix.Mkdev(uint32(major), uint32(minor)), true
+}
+
+// devNumber parses a device number field, -1 if it is not one.
+func devNumber(v []byte) int {
+	n, err := strconv.ParseUint(string(v), 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // rescan checks every watched device after lost events: a character
