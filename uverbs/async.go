@@ -115,6 +115,9 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 // EventDeviceFatal the program is owed when the library closed the context
 // for a removed device, and into ErrDeviceRemoved after it.
 func (c *Context) fatalEvent(err error) (AsyncEvent, error) {
+	if c == nil {
+		return AsyncEvent{}, err
+	}
 	r := c.removed.Load()
 	if r == nil {
 		return AsyncEvent{}, err
