@@ -26,6 +26,8 @@ func TestPostSendBadInput(t *testing.T) {
 	ud := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeUD, MaxSendWr: 4, MaxSendSGE: 2})
 	raw := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRawPacket, MaxSendWr: 4, MaxSendSGE: 2})
 	noSQ := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxRecvWr: 4, MaxRecvSGE: 1})
+	c2, _ := newTestContext(t, testResp())
+	other := testAH(t, c2)
 	gone := testAH(t, c)
 	gone.Destroyed()
 	ah := testAH(t, c)
@@ -52,6 +54,7 @@ func TestPostSendBadInput(t *testing.T) {
 		{"READ on UC-like UD", ud, []provider.SendWR{{Opcode: provider.WRRDMARead, AH: ah}}, 0, provider.ErrBadWR},
 		{"UD without AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: ah}, {Opcode: provider.WRSend}}, 1, provider.ErrBadWR},
 		{"UD through a destroyed AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: gone}}, 0, provider.ErrBadWR},
+		{"UD through another context's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: other}}, 0, provider.ErrBadWR},
 		{"UD through another provider's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: foreignAH{}}}, 0, provider.ErrBadWR},
 		{"raw packet without SGEs", raw, []provider.SendWR{{Opcode: provider.WRSend}}, 0, provider.ErrBadWR},
 		{"raw packet shorter than its headers", raw, []provider.SendWR{{Opcode: provider.WRSend, SGL: short}}, 0, provider.ErrBadWR},

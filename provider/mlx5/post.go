@@ -130,6 +130,9 @@ func (sq *sendQueue) check(wr *provider.SendWR) error {
 		if ah.destroyed.Load() {
 			return fmt.Errorf("%w: the AH was destroyed", provider.ErrBadWR)
 		}
+		if ah.ctx == nil || &ah.ctx.life != sq.life {
+			return fmt.Errorf("%w: the AH belongs to another context", provider.ErrBadWR)
+		}
 	case abi.QPTypeRawPacket:
 		var err error
 		if first, off, err = sq.ethHeaderSplit(wr); err != nil {
