@@ -310,17 +310,24 @@ func (cq *CQ) Resize(cqe int) error {
 		return fmt.Errorf("uverbs: resize_cq: cqe %d out of range: %w", cqe, unix.EINVAL)
 	}
 	r, ok := cq.prov.(provider.CQResizer)
-	if !ok {
+	sr, sized := cq.prov.(provider.CQSizedResizer)
+	if !ok && !sized {
 		return fmt.Errorf("uverbs: resize_cq: %s provider: %w", cq.ctx.prov.Name(), ErrNotSupported)
 	}
 	var resp abi.ResizeCQResp
-	err := r.Resize(cq.ctx.conn, func(drvIn, drvOut []byte) (int, error) {
+	send := func(drvIn, drvOut []byte) (int, error) {
 		req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(cqe)}
 		if err := cq.ctx.writeDriver("resize_cq", abi.CmdResizeCQ, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return 0, err
 		}
 		return int(resp.CQE), nil
-	})
+	}
+	var err error
+	if sized {
+		err = sr.ResizeTo(cq.ctx.conn, cqe, send)
+	} else {
+		err = r.Resize(cq.ctx.conn, send)
+	}
 	if err != nil {
 		return err
 	}

@@ -237,3 +237,10 @@ type CQResizer interface {
 	// kernel moves the unpolled completions to the new queue).
 	Resize(conn *transport.Conn, send func(in, out []byte) (cqe int, err error)) error
 }
+
+// CQSizedResizer is implemented by provider CQs that must know the size
+// asked for before the command: mlx5 allocates the new ring the driver
+// data names. uverbs prefers it to CQResizer; the contract is the same.
+type CQSizedResizer interface {
+	ResizeTo(conn *transport.Conn, cqe int, send func(in, out []byte) (cqe int, err error)) error
+}
