@@ -228,3 +228,85 @@ func (cq *CQ) Destroyed() error {
 	errs = append(errs, cq.buf.free())
 	return errors.Join(errs...)
 }
+
+// ResizeTo implements provider.CQSizedResizer as libmlx5's mlx5_resize_cq:
+// a new ring of roundup_pow_of_two(cqe+1) entries named in the RESIZE_CQ
+// driver data; once the kernel has switched the HCA to it, the
+// completions not yet polled are copied from the old ring, up to the
+// RESIZE_CQ entry the HCA wrote there when it switched, to the same
+// consumer indexes of the new ring (mlx5_cq_resize_copy_cqes), and that
+// entry is consumed. Pollers are kept off the CQ meanwhile.
+func (cq *CQ) ResizeTo(_ *transport.Conn, cqe int, send func(in, out []byte) (int, error)) error {
+	ncqe, err := cqEntries(cqe)
+	if err != nil {
+		return err
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return provider.ErrClosed
+	}
+	req := abi.MLX5ResizeCQ{CQESize: cqeSize}
+	reqBytes := unsafe.Slice((*byte)(unsafe.Pointer(&req)), unsafe.Sizeof(req))
+	if ncqe == cq.ncqe {
+		// The kernel does nothing for the same size (libmlx5 does not
+		// even ask); asking keeps uverbs' capacity from the answer.
+		req.BufAddr = cq.buf.addr()
+		_, err := send(reqBytes, nil)
+		return err
+	}
+	buf, err := cq.ctx.allocBuf(int(ncqe)*cqeSize, cq.ctx.pageSize)
+	if err != nil {
+		return err
+	}
+	initRing(buf.mem[:int(ncqe)*cqeSize])
+	req.BufAddr = buf.addr()
+	granted, err := send(reqBytes, nil)
+	if err != nil {
+		buf.free()
+		return err
+	}
+	if granted != int(ncqe)-1 {
+		// The kernel switched to a ring whose size it counts differently:
+		// nothing here can poll it safely.
+		cq.closed = true
+		return fmt.Errorf("mlx5: resize_cq: the kernel granted %d entries for a ring of %d", granted, ncqe)
+	}
+	newRing := &CQ{ring: unsafe.Pointer(&buf.mem[0]), ncqe: ncqe}
+	_, copyErr := cq.copyForResize(newRing)
+	cq.ring, cq.ncqe = newRing.ring, ncqe
+	oldBuf := cq.buf
+	cq.buf = buf
+	if copyErr != nil {
+		// As libmlx5, the CQ goes on with the new ring from the consumer
+		// index; what the old ring held past it is lost.
+		oldBuf.free()
+		return fmt.Errorf("mlx5: resize_cq: %w", copyErr)
+	}
+	cq.cons++ // the RESIZE_CQ entry
+	atomic.StoreUint32(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
+	return oldBuf.free()
+}
+
+// copyForResize copies the old ring's CQEs from the consumer index up to
+// the RESIZE_CQ entry into dst at the next indexes, with dst's owner bits.
+func (cq *CQ) copyForResize(dst *CQ) (int, error) {
+	i := cq.cons
+	for n := uint32(0); n < cq.ncqe; n++ {
+		if n >= dst.ncqe {
+			return int(n), &CQEError{CQN: cq.cqn, Index: i, Reason: "more unpolled completions than the new ring holds"}
+		}
+		if !cq.owned(i) {
+			return int(n), &CQEError{CQN: cq.cqn, Index: i, Reason: "the ring ends before the RESIZE_CQ entry the HCA writes when it switches rings"}
+		}
+		src := cq.entry(i)
+		if src[cqeOffOpOwn]>>4 == cqeResizeCQ {
+			return int(n), nil
+		}
+		d := dst.entry(i + 1)
+		*d = *src
+		d[cqeOffOpOwn] = d[cqeOffOpOwn]&^cqeOwnerMask | uint8(((i+1)/dst.ncqe)&1)
+		i++
+	}
+	return int(cq.ncqe), &CQEError{CQN: cq.cqn, Index: i, Reason: "no RESIZE_CQ entry in the whole ring"}
+}

@@ -3,12 +3,14 @@ package mlx5
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 )
 
@@ -299,4 +301,94 @@ func TestNewCQ(t *testing.T) {
 		t.Error("Created accepted a capacity that is not the ring's")
 	}
 	pcq.Destroyed()
+}
+
+// TestResize: the completions not yet polled move to the new ring (from
+// the old ring's wrap, in order), the RESIZE_CQ entry is consumed, and
+// the HCA's next CQEs land in the new ring with its owner bits.
+func TestResize(t *testing.T) {
+	c := loopContext(t)
+	newCQ := func() (*CQ, *fakeSQ) {
+		p, err := c.NewCQ(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq := p.(*CQ)
+		cq.resp.CQN = 0x90
+		if err := cq.Created(nil, 1, 7); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cq.Destroyed() })
+		sq := newFakeSQ(64)
+		if err := cq.attach(testQPN, sq, nil); err != nil {
+			t.Fatal(err)
+		}
+		return cq, sq
+	}
+	put := func(cq *CQ, i uint32, f cqeFields) { *cq.entry(i) = f.encode(i, cq.ncqe) }
+	ci := func(cq *CQ) uint32 {
+		return binary.BigEndian.Uint32(unsafe.Slice((*byte)(unsafe.Pointer(&cq.dbrec[0])), 4))
+	}
+
+	cq, sq := newCQ()
+	cq.cons = 5 // the unpolled entries cross the old ring's end
+	for k := uint32(0); k < 5; k++ {
+		put(cq, cq.cons+k, cqeFields{opcode: cqeReq, sendOp: reqOpSend, qpn: testQPN, wqeCounter: sq.post(uint64(100+k), 0)})
+	}
+	var sent abi.MLX5ResizeCQ
+	err := cq.ResizeTo(nil, 20, func(in, out []byte) (int, error) {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&sent)), unsafe.Sizeof(sent)), in)
+		// The HCA switches rings and leaves a RESIZE_CQ entry behind.
+		put(cq, cq.cons+5, cqeFields{opcode: cqeResizeCQ})
+		return 31, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.CQESize != 64 || sent.BufAddr != cq.buf.addr() || sent.BufAddr%4096 != 0 || len(resizeReqBytes(sent)) != 16 {
+		t.Errorf("RESIZE_CQ driver data %+v, new ring at %#x", sent, cq.buf.addr())
+	}
+	if cq.Entries() != 32 || cq.cons != 6 || ci(cq) != 6 {
+		t.Fatalf("after resize: %d entries, consumer index %d, CI %d", cq.Entries(), cq.cons, ci(cq))
+	}
+	// The HCA goes on after the RESIZE_CQ entry, in the new ring.
+	put(cq, 11, cqeFields{opcode: cqeReq, sendOp: reqOpSend, qpn: testQPN, wqeCounter: sq.post(105, 0)})
+	wcs := make([]provider.WC, 8)
+	n, err := cq.Poll(wcs)
+	var ids []uint64
+	for _, w := range wcs[:n] {
+		ids = append(ids, w.ID)
+	}
+	if err != nil || fmt.Sprint(ids) != "[100 101 102 103 104 105]" {
+		t.Fatalf("after resize: Poll = %v, %v", ids, err)
+	}
+
+	// A refused command keeps the old ring.
+	cq, sq = newCQ()
+	put(cq, 0, cqeFields{opcode: cqeReq, qpn: testQPN, wqeCounter: sq.post(1, 0)})
+	if err := cq.ResizeTo(nil, 100, func(in, out []byte) (int, error) { return 0, unix.ENOMEM }); !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("refused resize: %v", err)
+	}
+	if w := pollOne(t, &testCQ{CQ: cq}); cq.Entries() != 8 || w.ID != 1 {
+		t.Fatalf("after a refused resize: %d entries, %+v", cq.Entries(), w)
+	}
+	// The same size asks the kernel (which does nothing) and keeps the ring.
+	asked := false
+	if err := cq.ResizeTo(nil, 5, func(in, out []byte) (int, error) { asked = true; return 7, nil }); err != nil || !asked || cq.Entries() != 8 {
+		t.Fatalf("same-size resize: %v, asked %v, %d entries", err, asked, cq.Entries())
+	}
+	// No RESIZE_CQ entry: an error naming the CQ, never a read beyond it.
+	if err := cq.ResizeTo(nil, 30, func(in, out []byte) (int, error) { return 31, nil }); !errors.Is(err, ErrBadCQE) {
+		t.Fatalf("resize without the RESIZE_CQ entry: %v", err)
+	}
+	if _, err := cq.Poll(wcs); err != nil {
+		t.Fatalf("poll after a broken resize: %v", err)
+	}
+	if err := cq.ResizeTo(nil, 0, nil); err == nil {
+		t.Fatal("resize to 0 entries accepted")
+	}
+}
+
+func resizeReqBytes(r abi.MLX5ResizeCQ) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r))
 }

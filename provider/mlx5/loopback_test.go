@@ -429,3 +429,61 @@ func TestLoopbackCQOverrun(t *testing.T) {
 }
 
 func cmpWCs(want, got []provider.WC) string { return cmp.Diff(want, got) }
+
+// TestLoopbackResize: completions still in the ring when the CQ is
+// resized are delivered from the new ring, in order, before the ones the
+// HCA writes there afterwards; growing and shrinking.
+func TestLoopbackResize(t *testing.T) {
+	p := newLoopPair(t, 15, loopCaps, 64<<10)
+	var next uint64
+	post := func(n int) {
+		for i := 0; i < n; i++ {
+			next++
+			wr := provider.SendWR{ID: next, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{p.a.sge(0, 8)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}
+			if err := p.a.PostSend([]provider.SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	resize := func(cqe int) {
+		p.a.hw.Lock()
+		defer p.a.hw.Unlock()
+		err := p.a.cq.ResizeTo(nil, cqe, func(in, out []byte) (int, error) {
+			var req abi.MLX5ResizeCQ
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&req)), unsafe.Sizeof(req)), in)
+			n, _ := cqEntries(cqe)
+			if err := p.hca.ResizeCQ(p.mcqA, userBytes(req.BufAddr, n*cqeSize), n); err != nil {
+				return 0, err
+			}
+			return int(n) - 1, nil
+		})
+		if err != nil {
+			t.Fatalf("resize to %d: %v", cqe, err)
+		}
+	}
+	var polled uint64
+	check := func(n int) {
+		wcs := make([]provider.WC, n) // exactly n: the rest stays in the ring
+		got, err := p.a.Poll(wcs)
+		if got != n || err != nil {
+			t.Fatalf("Poll = %d, %v; want %d", got, err, n)
+		}
+		for _, w := range wcs {
+			polled++
+			if w.ID != polled || w.Status != provider.WCSuccess {
+				t.Fatalf("completion %+v, want ID %d", w, polled)
+			}
+		}
+	}
+	for round, size := range []int{100, 20, 7, 300, 15} {
+		post(3 + round)
+		check(2)
+		resize(size)
+		post(2)
+		check(3 + round)
+		if p.a.cq.Entries() != int(p.mcqA.NCQE) {
+			t.Fatalf("round %d: provider ring of %d, model's %d", round, p.a.cq.Entries(), int(p.mcqA.NCQE))
+		}
+	}
+}

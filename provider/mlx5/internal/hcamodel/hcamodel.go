@@ -169,6 +169,22 @@ func (h *HCA) Connect(a, b *QP) error {
 	return nil
 }
 
+// ResizeCQ switches cq to a new ring of ncqe entries as the HCA does when
+// the kernel resizes a CQ: a RESIZE_CQ CQE at the producer index of the old
+// ring, then the CQEs after it in the new ring, from the next index.
+func (h *HCA) ResizeCQ(cq *CQ, ring []byte, ncqe uint32) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ncqe == 0 || ncqe&(ncqe-1) != 0 || uint64(len(ring)) < uint64(ncqe)*64 {
+		return fmt.Errorf("hcamodel: resize CQ %#x to %d entries in %d bytes", cq.CQN, ncqe, len(ring))
+	}
+	if err := h.write(cq, cqe{opcode: cqeResizeCQ}); err != nil {
+		return err
+	}
+	cq.Ring, cq.NCQE = ring, ncqe
+	return nil
+}
+
 // ErrCQOverrun is returned by Run when a CQ had no room for a CQE.
 var ErrCQOverrun = errors.New("hcamodel: CQ overrun")
 
@@ -248,6 +264,7 @@ const (
 	cqeRespSend    = 2
 	cqeRespSendImm = 3
 	cqeRespSendInv = 4
+	cqeResizeCQ    = 5
 	cqeReqErr      = 13
 	cqeRespErr     = 14
 )
