@@ -3,7 +3,6 @@ package mlx5
 import (
 	"encoding/binary"
 	"errors"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/provider"
@@ -40,11 +39,13 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 		cmd = cqDBReqNotSol
 	}
 	arm := (cq.armSN&3)<<28 | cmd | cq.cons&cqConsumerIdxMask
-	// The record before the register: the HCA reads the record when the
-	// doorbell arrives. Go's atomic store orders it before the next one
-	// (a locked instruction on amd64, a release store on arm64).
-	atomic.StoreUint32(&cq.dbrec[cqDBRecArm], be32(arm))
-	writeCQDoorbell(cq.armDB, uint64(arm)<<32|uint64(cq.cqn))
+	// The record, then the register, with libmlx5's barriers (the send
+	// doorbell's sequence: mmio_wc_start before the 64-bit store,
+	// mmio_flush_writes after): the HCA reads the record when the
+	// doorbell arrives.
+	var db [8]byte
+	binary.BigEndian.PutUint64(db[:], uint64(arm)<<32|uint64(cq.cqn))
+	ringDoorbell(&cq.dbrec[cqDBRecArm], arm, cq.armDB, unsafe.Pointer(&db[0]))
 	return nil
 }
 
@@ -55,12 +56,4 @@ func (cq *CQ) Event() {
 	cq.mu.Lock()
 	cq.armSN++
 	cq.mu.Unlock()
-}
-
-// writeCQDoorbell stores v big endian into the 8-byte doorbell register
-// at reg with one 64-bit store (mmio_write64_be).
-func writeCQDoorbell(reg unsafe.Pointer, v uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	atomic.StoreUint64((*uint64)(reg), binary.NativeEndian.Uint64(b[:]))
 }
