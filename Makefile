@@ -3,9 +3,10 @@
 #   make deps      install the Debian packages the test VM needs (only if missing)
 #   make vmexec    build bin/vmexec and its guest init bin/vminit
 #   make unit      go vet, a CGO_ENABLED=0 build, and go test ./... on the host
+#   make unit-arm64  the fast paths' tests built for arm64, run under qemu-user
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
-#   make test      deps + unit + vmselftest + vmtest
+#   make test      deps + unit + unit-arm64 + vmselftest + vmtest
 #   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
 #
 # Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
@@ -30,12 +31,13 @@ CAPTURE_GUEST := /usr/lib/goverbs-capture.so
 # userland (busybox, rdma-core tools, perftest, iproute2), and the tools the
 # harness runs on the host (xz and zstd unpack kernels, cpio checks archives;
 # gcc, libibverbs-dev and ibverbs-providers build and run the real libmlx5
-# against a fake kernel for provider/mlx5's golden vectors).
+# against a fake kernel for provider/mlx5's golden vectors; qemu-user-static
+# runs the arm64 build of the fast paths and their assembly).
 DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ibverbs-providers \
-	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev
+	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -60,6 +62,15 @@ unit:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	GOVERBS_REQUIRE_LIBMLX5=1 $(GO) test $(PKGS)
+
+# The arm64 doorbell/BlueFlame assembly and the lock-free rings run under
+# qemu-user: the golden, encoder and loopback tests of mlx5 and the rxe
+# provider's host tests.
+ARM64_MLX5_TESTS := TestGoldenSend|TestGoldenCQE|TestEncode|TestDoorbellOrBlueFlame|TestPostAllocatesNothing|TestLoopbackIntegrity$$
+unit-arm64:
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static -run '$(ARM64_MLX5_TESTS)' ./provider/mlx5/
+	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./provider/rxe/ ./internal/transport/
 
 $(CAPTURE_SO): uverbs/testdata/capture/capture.c
 	@mkdir -p $(dir $@)
@@ -86,7 +97,7 @@ vmselftest: vmexec
 	GOVERBS_VM_SELFTEST=1 GOVERBS_VM_INIT=$(CURDIR)/bin/vminit \
 		$(GO) test -count=1 -v -run '^TestVM' ./internal/testvm/
 
-test: deps unit vmselftest vmtest
+test: deps unit unit-arm64 vmselftest vmtest
 
 demo: deps vmexec
 	@if ls cmd/ibinfo/*.go >/dev/null 2>&1; then \
