@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -731,4 +732,24 @@ func faultPeer() {
 	// signal (bounded, should the parent die first).
 	time.Sleep(2 * time.Minute)
 	os.Exit(3)
+}
+
+// TestRemovalWatchForgottenContext: the process's device-event socket,
+// open while a context is, closes when the last context is collected
+// without Close, as the context's own files do.
+func TestRemovalWatchForgottenContext(t *testing.T) {
+	vmenv.RequireRXE(t)
+	before := leakcheck.Take()
+	func() {
+		if _, err := Open(vmenv.RXE0); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := before.Diff(leakcheck.Take()); d != "" {
+		t.Errorf("a forgotten context, once collected, left: %s", d)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"weak"
@@ -242,6 +243,9 @@ func (c *Context) watchRemoval() error {
 		return nil
 	}
 	c.watchID = id
+	// A context the program forgot stops being watched when collected (its
+	// files close with their own cleanups), so the socket closes too.
+	runtime.AddCleanup(c, func(id uint64) { removalWatch.remove(id) }, id)
 	// The device may have gone between the open and the watch.
 	if _, err := os.Stat(fmt.Sprintf("/sys/dev/char/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))); errors.Is(err, os.ErrNotExist) {
 		return &removedError{name: c.name, err: unix.ENODEV}
