@@ -19,14 +19,12 @@ import (
 //	ReadGID/unknown device, ReadGID/port 0, ReadGID/port 2, ReadGID/negative port,
 //	ReadGID/negative index, ReadGID/index past the table, ReadGID/empty slot
 //	ReadPKey/unknown device, ReadPKey/port 2, ReadPKey/negative index, ReadPKey/index past the table
-//	New/missing root, New/empty root
+//	New/missing root, New/root without sysfs
 //	Parse*/empty and Parse*/garbage for each of the ten parsers
 func TestBadInput(t *testing.T) {
 	f := sysfs.NewFS(loadTree(t, "rxe-6.12.txtar"))
 	missing := sysfs.New(t.TempDir() + "/none")
-	// New("") reads paths relative to the working directory: make that an
-	// empty one (in the test VM it is "/", a real system).
-	t.Chdir(t.TempDir())
+	empty := sysfs.New(t.TempDir())
 	type row struct {
 		name  string
 		want  error
@@ -56,7 +54,7 @@ func TestBadInput(t *testing.T) {
 		{"ReadPKey/negative index", fs.ErrInvalid, "P_Key -1", func() error { return errOf(f.ReadPKey("rxe0", 1, -1)) }},
 		{"ReadPKey/index past the table", fs.ErrNotExist, "pkeys/1000", func() error { return errOf(f.ReadPKey("rxe0", 1, 1000)) }},
 		{"New/missing root", sysfs.ErrNoDevice, "rxe0", func() error { return errOf(missing.Device("rxe0")) }},
-		{"New/empty root", sysfs.ErrNoDevice, "rxe0", func() error { return errOf(sysfs.New("").Device("rxe0")) }},
+		{"New/root without sysfs", sysfs.ErrNoDevice, "rxe0", func() error { return errOf(empty.Device("rxe0")) }},
 	}
 	parsers := []struct {
 		name  string
