@@ -78,7 +78,7 @@ type loadStream struct {
 // loadTally is what the receivers saw, per stream.
 type loadTally struct {
 	mu       sync.Mutex
-	seen     []map[uint64]bool
+	seen     [][]uint64 // per stream, a bit per sequence number (a soak stays small)
 	messages int64
 	bytes    int64
 	dups     int64
@@ -91,6 +91,18 @@ func (l *loadTally) fail(format string, args ...any) {
 		l.bad = append(l.bad, fmt.Sprintf(format, args...))
 	}
 	l.mu.Unlock()
+}
+
+func (l *loadTally) has(stream int, seq uint64) bool {
+	w := l.seen[stream]
+	return seq/64 < uint64(len(w)) && w[seq/64]&(1<<(seq%64)) != 0
+}
+
+func (l *loadTally) mark(stream int, seq uint64) {
+	for uint64(len(l.seen[stream])) <= seq/64 {
+		l.seen[stream] = append(l.seen[stream], 0)
+	}
+	l.seen[stream][seq/64] |= 1 << (seq % 64)
 }
 
 func TestLoadManyQPs(t *testing.T) {
@@ -184,10 +196,7 @@ func TestLoadManyQPs(t *testing.T) {
 			streams = append(streams, st)
 		}
 	}
-	tally := &loadTally{seen: make([]map[uint64]bool, len(streams))}
-	for i := range tally.seen {
-		tally.seen[i] = map[uint64]bool{}
-	}
+	tally := &loadTally{seen: make([][]uint64, len(streams))}
 
 	var stopPolling atomic.Bool
 	var pollers sync.WaitGroup
@@ -226,7 +235,7 @@ func TestLoadManyQPs(t *testing.T) {
 	var lost int64
 	for i, st := range streams {
 		for seq := uint64(0); seq < st.sent.Load(); seq++ {
-			if !tally.seen[i][seq] {
+			if !tally.has(i, seq) {
 				lost++
 				if lost <= 5 {
 					t.Errorf("stream %d (pair %d): message %d never arrived", i, st.pair.id, seq)
@@ -350,10 +359,10 @@ func loadPollRecv(lc *loadCtx, tally *loadTally, stop *atomic.Bool) {
 				tally.fail("pair %d stream %d message %d: payload checksum mismatch", p.id, stream, seq)
 			default:
 				tally.mu.Lock()
-				if tally.seen[stream][seq] {
+				if tally.has(int(stream), seq) {
 					tally.dups++
 				} else {
-					tally.seen[stream][seq] = true
+					tally.mark(int(stream), seq)
 					tally.messages++
 					tally.bytes += int64(size)
 				}
