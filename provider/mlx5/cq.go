@@ -299,6 +299,7 @@ func (cq *CQ) copyForResize(dst *CQ) (int, error) {
 		if !cq.owned(i) {
 			return int(n), &CQEError{CQN: cq.cqn, Index: i, Reason: "the ring ends before the RESIZE_CQ entry the HCA writes when it switches rings"}
 		}
+		fromDeviceBarrier()
 		src := cq.entry(i)
 		if src[cqeOffOpOwn]>>4 == cqeResizeCQ {
 			return int(n), nil

@@ -28,15 +28,17 @@ func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
 		cons := cq.cons
 		e := (*[cqeSize]byte)(unsafe.Add(cq.ring, uintptr(cons&(cq.ncqe-1))*cqeSize))
 		// The trailer (wqe_counter, signature, op_own) is read with one
-		// ordered load, and the rest of the entry only after it: the
-		// hardware writes op_own last, and the entry is ours only once
-		// its owner bit matches this pass over the ring.
+		// ordered load, and the rest of the entry only after it and the
+		// barrier libmlx5 puts there: the hardware writes op_own last,
+		// and the entry is ours only once its owner bit matches this pass
+		// over the ring.
 		trailer := loadBE32(&e[cqeOffTrailer])
 		opOwn := uint8(trailer)
 		if opOwn>>4 == cqeInvalid || uint32(opOwn&cqeOwnerMask) != (cons/cq.ncqe)&1 {
 			break
 		}
 		cq.cons = cons + 1
+		fromDeviceBarrier()
 		if err = cq.parse(e, uint16(trailer>>16), opOwn, &wcs[n]); err != nil {
 			break
 		}
