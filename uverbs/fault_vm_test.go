@@ -486,12 +486,13 @@ func TestFaultNetdevDownUp(t *testing.T) {
 	runTool(t, "ip", "link", "set", vmenv.NetdevA, "down")
 	next(ca, EventPortErr)
 	next(cb, EventPortErr)
-	// rxe on 6.12 fails the requests in flight by itself. 6.1 may leave
-	// them outstanding with the QP in RTS: a retransmission that finds no
-	// route is dropped and its timer not armed again (rxe_req.c), so
-	// nothing ever completes. A program recovers as it would from any
-	// stuck QP after a port error: it moves the QP to ERR, which flushes
-	// every request.
+	// rxe on 6.12 fails the requests in flight by itself. 6.1 sometimes
+	// does (a local QP operation error when the send finds the link down)
+	// and sometimes leaves them outstanding with the QP in RTS: observed,
+	// one retry (completer_retry_err) and then neither another retry nor
+	// a completion for 30 s, although the retry count was 2. A program
+	// recovers as it would from any stuck QP after a port error: it moves
+	// the QP to ERR, which flushes every request.
 	byKernel := true
 	select {
 	case <-done:
