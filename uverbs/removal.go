@@ -147,7 +147,12 @@ func (w *watcher) run(f *os.File) {
 		case errors.Is(rerr, unix.ENOBUFS):
 			w.rescan() // events were lost
 			continue
+		case errors.Is(rerr, unix.EINTR):
+			continue
 		case rerr != nil:
+			// The socket broke: fall back on looking, so a removal in
+			// the meantime is not missed, and stop.
+			w.rescan()
 			return
 		}
 		// Only the kernel (port id 0) speaks for devices; root could
