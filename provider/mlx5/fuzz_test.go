@@ -3,7 +3,9 @@ package mlx5
 import (
 	"errors"
 	"testing"
+	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 )
 
@@ -77,5 +79,100 @@ func FuzzCQE(f *testing.F) {
 		// The rest of the ring stays readable: a second poll goes on.
 		c.Poll(wcs)
 		c.detach(testQPN)
+	})
+}
+
+// FuzzCQEQueues polls arbitrary CQE bytes against the real queues: an RC
+// QP with send WQEs outstanding (an RDMA READ and an atomic whose results
+// a scatter-to-CQE entry would copy into 8- and 16-byte buffers, a SEND,
+// unsignaled WRITEs) and receives posted, every buffer, ring and doorbell
+// page between PROT_NONE guard pages, and the CQ ring exactly one page.
+// Completions of WQEs that were never posted, scatters beyond the posted
+// buffers, and the queues' own bookkeeping must all hold up.
+func FuzzCQEQueues(f *testing.F) {
+	const ncqe = 64 // 4096 bytes: the ring ends at its guard page
+	seed := func(fs ...cqeFields) []byte {
+		var b []byte
+		for k, fl := range fs {
+			e := fl.encode(uint32(k), ncqe)
+			b = append(b, e[:]...)
+		}
+		return b
+	}
+	const qpn = 0x1234
+	f.Add(seed(cqeFields{opcode: cqeReq, sendOp: reqOpRDMARead, flags: cqeInlineScatter32, qpn: qpn, wqeCounter: 0, byteCnt: 16, payload: []byte("0123456789abcdef")},
+		cqeFields{opcode: cqeReq, sendOp: reqOpAtomicFA, flags: cqeInlineScatter32, qpn: qpn, wqeCounter: 1, byteCnt: 8, payload: []byte("01234567")},
+		cqeFields{opcode: cqeRespSend, flags: cqeInlineScatter32, qpn: qpn, byteCnt: 32, payload: make([]byte, 32)}))
+	f.Add(seed(cqeFields{opcode: cqeReq, sendOp: reqOpRDMAWrite, qpn: qpn, wqeCounter: 5},
+		cqeFields{opcode: cqeReqErr, qpn: qpn, wqeCounter: 3, syndrome: syndromeWRFlush},
+		cqeFields{opcode: cqeRespErr, qpn: qpn, syndrome: syndromeLocalProt}))
+	f.Add(seed(cqeFields{opcode: cqeReq, sendOp: reqOpRDMARead, flags: cqeInlineScatter32, qpn: qpn, wqeCounter: 0, byteCnt: 31}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, _ := newTestContext(t, testResp())
+		p, err := c.NewCQ(ncqe - 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq := p.(*CQ)
+		if err := cq.Created(nil, 1, ncqe-1); err != nil {
+			t.Fatal(err)
+		}
+		init := provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 8, MaxRecvWr: 8, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInlineData: 16, SendCQ: cq, RecvCQ: cq}
+		pq, err := c.NewQP(init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := pq.(*QP)
+		if err := q.Created(nil, 1, qpn, init); err != nil {
+			t.Fatal(err)
+		}
+		defer q.Destroyed()
+		mem := guardedPages(t, 4096)
+		addr := func(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&mem[off]))) }
+		// 8 and 16 bytes at the very end of the page: a write past them faults.
+		wrs := []provider.SendWR{
+			{ID: 1, Opcode: provider.WRRDMARead, SGL: []provider.SGE{{Addr: addr(4096 - 16), Length: 16, Lkey: 1}}, RemoteAddr: 0x1000, Rkey: 2},
+			{ID: 2, Opcode: provider.WRAtomicFetchAndAdd, SGL: []provider.SGE{{Addr: addr(4096 - 8), Length: 8, Lkey: 1}}, RemoteAddr: 0x2000, Rkey: 2},
+			{ID: 3, Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: addr(0), Length: 64, Lkey: 1}}},
+			{ID: 4, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{{Addr: addr(0), Length: 64, Lkey: 1}}, RemoteAddr: 0x3000, Rkey: 2},
+			{ID: 5, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{{Addr: addr(0), Length: 64, Lkey: 1}}, RemoteAddr: 0x3000, Rkey: 2},
+		}
+		if err := q.PostSend(wrs); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.PostRecv([]provider.RecvWR{{ID: 10, SGL: []provider.SGE{{Addr: addr(4096 - 24), Length: 24, Lkey: 1}}},
+			{ID: 11, SGL: []provider.SGE{{Addr: addr(4096 - 4), Length: 4, Lkey: 1}, {Addr: addr(100), Length: 4, Lkey: 1}}}}); err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < ncqe && k*cqeSize < len(data); k++ {
+			copy(cq.entry(uint32(k))[:], data[k*cqeSize:])
+		}
+		wcs := make([]provider.WC, 8)
+		for polls := 0; polls < ncqe; polls++ {
+			before := cq.cons
+			n, err := cq.Poll(wcs)
+			if err != nil && !errors.Is(err, ErrBadCQE) {
+				t.Fatalf("Poll: %v", err)
+			}
+			consumed := int(cq.cons - before)
+			if err != nil {
+				consumed--
+			}
+			if consumed != n {
+				t.Fatalf("Poll = %d, %v, consuming %d entries", n, err, cq.cons-before)
+			}
+			for _, w := range wcs[:n] {
+				if w.ID < 1 || w.ID > 11 || (w.ID > 5 && w.ID < 10) {
+					t.Fatalf("completion of a work request never posted: %+v", w)
+				}
+			}
+			if n == 0 && err == nil {
+				break
+			}
+		}
+		if q.sq.tail > q.sq.head || q.rq.tail > q.rq.head {
+			t.Fatalf("queues retired more than was posted: SQ %d/%d RQ %d/%d", q.sq.tail, q.sq.head, q.rq.tail, q.rq.head)
+		}
+		cq.detach(qpn)
 	})
 }
