@@ -69,7 +69,11 @@ func (cq *CQ) parse(e *[cqeSize]byte, wqeCounter uint16, opOwn uint8, w *provide
 			if opOwn&cqeInlineScatter64 != 0 {
 				return cq.bad(e, opOwn, wqeCounter, "64-byte inline scatter in a 64-byte CQE")
 			}
-			inline = e[:min(reqScatterLen(sop>>24, binary.BigEndian.Uint32(e[cqeOffByteCnt:])), 32)]
+			n := reqScatterLen(sop>>24, binary.BigEndian.Uint32(e[cqeOffByteCnt:]))
+			if n > 32 {
+				return cq.bad(e, opOwn, wqeCounter, "inline scatter of more than 32 bytes")
+			}
+			inline = e[:n]
 		}
 		wrID, wrOpcode, status, ok := l.send.completeSend(wqeCounter, inline)
 		if !ok {

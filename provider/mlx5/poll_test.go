@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -191,24 +192,26 @@ func TestPollInlineScatter(t *testing.T) {
 // naming the entry, is consumed, and polling goes on after it.
 func TestPollCorrupt(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		f    cqeFields
+		name   string
+		f      cqeFields
+		reason string
 	}{
-		{"unknown-opcode-7", cqeFields{opcode: 7, qpn: testQPN}},
-		{"unknown-opcode-11", cqeFields{opcode: 11, qpn: testQPN}},
-		{"resize-outside-resize", cqeFields{opcode: cqeResizeCQ, qpn: testQPN}},
-		{"no-packet", cqeFields{opcode: cqeNoPacket, qpn: testQPN}},
-		{"sig-err", cqeFields{opcode: cqeSigErr, qpn: testQPN}},
-		{"unknown-qpn-req", cqeFields{opcode: cqeReq, qpn: 0xffffff}},
-		{"unknown-qpn-resp", cqeFields{opcode: cqeRespSend, qpn: 7}},
-		{"unknown-qpn-req-err", cqeFields{opcode: cqeReqErr, qpn: 8, syndrome: syndromeWRFlush}},
-		{"unknown-qpn-resp-err", cqeFields{opcode: cqeRespErr, qpn: 9, syndrome: syndromeWRFlush}},
-		{"counter-not-outstanding", cqeFields{opcode: cqeReq, qpn: testQPN, wqeCounter: 40}},
-		{"counter-not-outstanding-err", cqeFields{opcode: cqeReqErr, qpn: testQPN, wqeCounter: 0xffff}},
-		{"recv-empty", cqeFields{opcode: cqeRespSendImm, qpn: testQPN}},
-		{"inline-64-in-64-byte-cqe", cqeFields{opcode: cqeRespSend, flags: cqeInlineScatter64, qpn: testQPN}},
-		{"inline-too-long", cqeFields{opcode: cqeRespSend, flags: cqeInlineScatter32, qpn: testQPN, byteCnt: 33}},
-		{"inline-read-too-long", cqeFields{opcode: cqeReq, sendOp: reqOpRDMARead, flags: cqeInlineScatter32, qpn: testQPN, byteCnt: 1 << 30}},
+		{"unknown-opcode-7", cqeFields{opcode: 7, qpn: testQPN}, "opcode"},
+		{"unknown-opcode-11", cqeFields{opcode: 11, qpn: testQPN}, "opcode"},
+		{"resize-outside-resize", cqeFields{opcode: cqeResizeCQ, qpn: testQPN}, "opcode"},
+		{"no-packet", cqeFields{opcode: cqeNoPacket, qpn: testQPN}, "opcode"},
+		{"sig-err", cqeFields{opcode: cqeSigErr, qpn: testQPN}, "opcode"},
+		{"unknown-qpn-req", cqeFields{opcode: cqeReq, qpn: 0xffffff, wqeCounter: 1}, "no send queue"},
+		{"unknown-qpn-resp", cqeFields{opcode: cqeRespSend, qpn: 7}, "no receive queue"},
+		{"unknown-qpn-req-err", cqeFields{opcode: cqeReqErr, qpn: 8, syndrome: syndromeWRFlush, wqeCounter: 1}, "no send queue"},
+		{"unknown-qpn-resp-err", cqeFields{opcode: cqeRespErr, qpn: 9, syndrome: syndromeWRFlush}, "no receive queue"},
+		{"counter-not-outstanding", cqeFields{opcode: cqeReq, qpn: testQPN, wqeCounter: 40}, "no send WQE"},
+		{"counter-retired", cqeFields{opcode: cqeReq, qpn: testQPN, wqeCounter: 0}, "no send WQE"},
+		{"counter-not-outstanding-err", cqeFields{opcode: cqeReqErr, qpn: testQPN, wqeCounter: 0xffff}, "no send WQE"},
+		{"inline-64-in-64-byte-cqe", cqeFields{opcode: cqeRespSend, flags: cqeInlineScatter64, qpn: testQPN}, "64-byte inline"},
+		{"inline-64-requester", cqeFields{opcode: cqeReq, sendOp: reqOpRDMARead, flags: cqeInlineScatter64, qpn: testQPN, wqeCounter: 1}, "64-byte inline"},
+		{"inline-too-long", cqeFields{opcode: cqeRespSend, flags: cqeInlineScatter32, qpn: testQPN, byteCnt: 33}, "more than 32"},
+		{"inline-read-too-long", cqeFields{opcode: cqeReq, sendOp: reqOpRDMARead, flags: cqeInlineScatter32, qpn: testQPN, byteCnt: 1 << 30, wqeCounter: 1}, "more than 32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, sq, rq := attached(t, 4, false)
@@ -217,25 +220,34 @@ func TestPollCorrupt(t *testing.T) {
 			c.put(1, tc.f)
 			sq.post(2, 0)
 			sq.post(3, 0)
+			rq.post(4)
 			c.put(2, cqeFields{opcode: cqeReq, sendOp: reqOpSend, qpn: testQPN, wqeCounter: 2})
-			_ = rq
 			wcs := make([]provider.WC, 4)
 			n, err := c.Poll(wcs)
 			var ce *CQEError
 			if n != 1 || !errors.As(err, &ce) || !errors.Is(err, ErrBadCQE) {
 				t.Fatalf("Poll = %d, %v; want 1 and a CQEError", n, err)
 			}
-			if ce.Index != 1 || ce.Opcode != tc.f.opcode || ce.QPN != tc.f.qpn {
-				t.Errorf("CQEError %+v does not name entry 1, opcode %d, QPN %#x", ce, tc.f.opcode, tc.f.qpn)
+			if ce.Index != 1 || ce.Opcode != tc.f.opcode || ce.QPN != tc.f.qpn || !strings.Contains(ce.Reason, tc.reason) {
+				t.Errorf("CQEError %+v does not name entry 1, opcode %d, QPN %#x, %q", ce, tc.f.opcode, tc.f.qpn, tc.reason)
 			}
 			if c.ci() != 2 {
 				t.Errorf("doorbell record CI = %d after the bad entry, want 2 (consumed)", c.ci())
+			}
+			if sq.tail != 1 || rq.tail != 0 {
+				t.Errorf("the bad entry retired work: SQ tail %d, RQ tail %d", sq.tail, rq.tail)
 			}
 			n, err = c.Poll(wcs)
 			if n != 1 || err != nil || wcs[0].ID != 3 {
 				t.Fatalf("next Poll = %d, %v, %+v; want the completion after the bad entry", n, err, wcs[0])
 			}
 		})
+	}
+	// An RQ with nothing posted.
+	c, _, _ := attached(t, 4, false)
+	c.put(0, cqeFields{opcode: cqeRespSendImm, qpn: testQPN})
+	if _, err := c.Poll(make([]provider.WC, 1)); !errors.Is(err, ErrBadCQE) || !strings.Contains(err.Error(), "no receive WQE") {
+		t.Fatalf("receive completion on an empty RQ: %v", err)
 	}
 }
 
