@@ -206,8 +206,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"ibperf", "write_bw", "-s", "4K", "--report_gbits", "-q", "2", "-t", "64"}, func(c *config) {
 			c.size, c.reqSize, c.gbits, c.numQPs, c.txDepth, c.cqMod = 4096, true, true, 2, 64, 64
 		}},
-		{[]string{"ibperf", "atomic_lat", "-A", "CMP_AND_SWAP", "--go-unlocked"}, func(c *config) {
-			c.atomic, c.unlocked = atomicCAS, true
+		{[]string{"ibperf", "atomic_lat", "-A", "CMP_AND_SWAP", "--go-lock-thread"}, func(c *config) {
+			c.atomic, c.lockThread = atomicCAS, true
 		}},
 		{[]string{"ibperf", "read_bw", "-o", "4", "-n", "30000"}, func(c *config) {
 			c.outReads, c.iters, c.noPeak, c.inline, c.cqMod = 4, 30000, true, 0, 1

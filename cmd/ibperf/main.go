@@ -25,9 +25,11 @@
 //   - Writes and sends of up to 220 bytes go inline unless -I says
 //     otherwise (perftest inlines nothing on devices it does not know, rxe
 //     among them).
-//   - Busy polling runs on a goroutine locked to its OS thread
-//     (--go-unlocked turns that off, for measuring what it is worth).
+//   - Busy polling runs on an ordinary goroutine; --go-lock-thread locks it
+//     to its OS thread, which costs latency when the scheduler preempts the
+//     spinning goroutine (see docs/performance.md).
 //   - A client retries the connection for 5 s while nothing listens.
+//   - IBPERF_CPUPROFILE=<file> writes a CPU profile of the run.
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
 //     12. Options perftest has and ibperf does not implement (events,
 //     multicast, rdma_cm, raw Ethernet, duration runs, ...) are recognized
@@ -42,6 +44,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -77,7 +80,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer, re
 		fmt.Fprint(stdout, resultLine, n, "\n")
 	}
 	p := &perf{cfg: &cfg, stdout: stdout, stderr: stderr, ready: ready}
+	stopProfile := startProfile(stderr)
 	err = p.run(ctx)
+	stopProfile()
 	if cerr := p.close(); err == nil {
 		err = cerr
 	}
@@ -85,4 +90,31 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer, re
 		return 1
 	}
 	return 0
+}
+
+// profileEnv names a file for a CPU profile of the run (what
+// internal/perfcompare's -profile collects in the test VM).
+const profileEnv = "IBPERF_CPUPROFILE"
+
+// startProfile starts the CPU profile profileEnv asks for and returns what
+// stops it.
+func startProfile(stderr io.Writer) func() {
+	path := os.Getenv(profileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "ibperf: %s: %v\n", profileEnv, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(stderr, "ibperf: %s: %v\n", profileEnv, err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

@@ -153,7 +153,7 @@ type config struct {
 	duration   int // -D seconds; 0: iterations
 	gbits      bool
 	noPeak     bool
-	unlocked   bool // ibperf only: do not lock the polling goroutine to its OS thread
+	lockThread bool // ibperf only: lock the polling goroutine to its OS thread
 }
 
 // defaults is init_perftest_params for t.
@@ -215,7 +215,7 @@ var (
 const (
 	optReportGbits byte = 0x80 + iota
 	optRunInfinitely
-	optUnlocked
+	optLockThread
 	optFirstOtherFlag // the rest, refused
 )
 
@@ -265,7 +265,7 @@ var spec = func() cli.Spec {
 		{"limit_msgrate", 1, 'y'}, {"server", 0, 'Z'}, {"client", 0, 'P'}, {"mac_fwd", 0, 'v'},
 		{"use_rss", 0, 'G'}, {"report-counters", 1, 'W'},
 		{"run_infinitely", 0, optRunInfinitely}, {"report_gbits", 0, optReportGbits},
-		{"go-unlocked", 0, optUnlocked},
+		{"go-lock-thread", 0, optLockThread},
 	} {
 		s.Long = append(s.Long, cli.LongOption{Name: o.name, Arg: o.arg, Val: o.val})
 	}
@@ -434,8 +434,8 @@ func parseArgs(args []string) (config, []string, error) {
 			c.noPeak = true
 		case optReportGbits:
 			c.gbits = true
-		case optUnlocked:
-			c.unlocked = true
+		case optLockThread:
+			c.lockThread = true
 		default:
 			what, ok := unsupportedShort[ev.Opt]
 			if !ok {
@@ -626,7 +626,7 @@ func usage(w io.Writer, prog string) {
 	p("  -N, --noPeak              skip the peak bandwidth\n")
 	p("  -F, --CPU-freq            accepted; the clock is always calibrated\n")
 	p("      --report_gbits        bandwidth in Gb/s\n")
-	p("      --go-unlocked         (ibperf) poll without locking the goroutine to its OS thread\n")
+	p("      --go-lock-thread      (ibperf) poll on a goroutine locked to its OS thread (slower: see docs/performance.md)\n")
 	p("  -V, --version             print the perftest version ibperf speaks\n")
 	p("  -h, --help                print this help\n")
 }

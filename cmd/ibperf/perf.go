@@ -500,10 +500,15 @@ func (p *perf) sizes() []int {
 	return s
 }
 
-// lockThread pins the polling goroutine to its OS thread for the run (no
-// migration between threads while it spins), unless --go-unlocked.
+// lockThread pins the polling goroutine to its OS thread for the run when
+// --go-lock-thread asks for it. It is not the default: the scheduler's
+// sysmon preempts any goroutine that runs 10 ms without yielding, and a
+// preempted goroutine locked to its thread comes back only after its P has
+// been handed to another thread and back (two futex wake-ups and thread
+// switches), where an unlocked one is picked up again at once by the same
+// thread. docs/performance.md has the figures.
 func (p *perf) lockThread() func() {
-	if p.cfg.unlocked {
+	if !p.cfg.lockThread {
 		return func() {}
 	}
 	runtime.LockOSThread()

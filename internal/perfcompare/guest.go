@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pairTimeout bounds one server+client run.
+const pairTimeout = 4 * time.Minute
+
+var (
+	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+)
+
+// value reads a client's result row: t_typical for latency, the average
+// bandwidth or the message rate for bandwidth.
+func value(metric, out string) (float64, error) {
+	re, col := bwRowRE, 4
+	switch metric {
+	case "lat":
+		re, col = latRowRE, 5
+	case "rate":
+		col = 5
+	}
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return 0, errors.New("no result row in the client's output")
+	}
+	return strconv.ParseFloat(m[col], 64)
+}
+
+type guest struct {
+	ctx        context.Context
+	ibperf     string
+	serverDev  string
+	host       string
+	port       int
+	clientEnv  []string
+	lastOutput string
+}
+
+func guestMain(ctx context.Context, ibperf string, reps int, devices, only, profile string) int {
+	g := &guest{ctx: ctx, ibperf: ibperf, serverDev: "rxe0", host: "127.0.0.1", port: 21000}
+	if devices == "pair" {
+		g.serverDev, g.host = "rxe1", "10.99.0.2"
+	}
+	var cs []benchCase
+	for _, c := range cases() {
+		if strings.Contains(c.Name, only) {
+			cs = append(cs, c)
+		}
+	}
+	emit := func(m measurement) {
+		b, _ := json.Marshal(m)
+		fmt.Printf("%s%s\n", linePrefix, b)
+	}
+	// Wire compatibility: each case once across the tools.
+	for _, c := range cs {
+		for _, pair := range [][2]string{{"go", "c"}, {"c", "go"}} {
+			v, err := g.pair(c, pair[0], pair[1])
+			m := measurement{Case: c.Name, Tool: pair[0] + "-" + pair[1], Value: v, OK: err == nil}
+			if err != nil {
+				m.Detail = err.Error()
+			}
+			emit(m)
+		}
+	}
+	for rep := 1; rep <= reps; rep++ {
+		for _, c := range cs {
+			order := []string{"c", "go"}
+			if rep%2 == 0 {
+				order = []string{"go", "c"}
+			}
+			for _, tool := range order {
+				v, err := g.pair(c, tool, tool)
+				m := measurement{Case: c.Name, Tool: tool, Rep: rep, Value: v, OK: err == nil}
+				if err != nil {
+					m.Detail = err.Error()
+				}
+				emit(m)
+			}
+		}
+	}
+	if profile != "" {
+		for _, c := range cases() {
+			if c.Name != profile {
+				continue
+			}
+			g.clientEnv = []string{"IBPERF_CPUPROFILE=" + profilePath}
+			v, err := g.pair(c, "go", "go")
+			g.clientEnv = nil
+			fmt.Fprintf(os.Stderr, "profiled run of %s: %v %v\n", c.Name, v, err)
+		}
+	}
+	return 0
+}
+
+// command is the argv of tool for a case.
+func (g *guest) command(tool string, c benchCase, dev string, server bool) []string {
+	var argv []string
+	if tool == "go" {
+		argv = []string{g.ibperf, c.Test}
+	} else {
+		argv = []string{"ib_" + c.Test}
+	}
+	argv = append(argv, "-d", dev, "-x", "1", "-p", strconv.Itoa(g.port))
+	argv = append(argv, c.Args...)
+	if tool == "go" {
+		argv = append(argv, c.GoArgs...)
+	}
+	if !server {
+		argv = append(argv, g.host)
+	}
+	return argv
+}
+
+// pair runs a server of one tool and a client of the other (or the same)
+// and returns the client's figure.
+func (g *guest) pair(c benchCase, serverTool, clientTool string) (float64, error) {
+	ctx, cancel := context.WithTimeout(g.ctx, pairTimeout)
+	defer cancel()
+	g.port++
+	start := func(argv []string, env []string) (*exec.Cmd, *bytes.Buffer, error) {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), "IBV_DRIVERS=rxe"), env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.WaitDelay = 5 * time.Second
+		return cmd, &out, cmd.Start()
+	}
+	srv, srvOut, err := start(g.command(serverTool, c, g.serverDev, true), nil)
+	if err != nil {
+		return 0, err
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	for !listening(g.port) {
+		select {
+		case err := <-srvDone:
+			return 0, fmt.Errorf("server ended before listening: %v: %s", err, srvOut)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cli, cliOut, err := start(g.command(clientTool, c, "rxe0", false), g.clientEnv)
+	if err != nil {
+		return 0, err
+	}
+	cliErr := cli.Wait()
+	srvErr := <-srvDone
+	g.lastOutput = cliOut.String()
+	if cliErr != nil || srvErr != nil {
+		return 0, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cliErr, srvErr, tail(cliOut.String()), tail(srvOut.String()))
+	}
+	return value(c.Metric, cliOut.String())
+}
+
+func tail(s string) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > 8 {
+		l = l[len(l)-8:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// listening reports whether a socket listens on TCP port, from /proc/net:
+// a probing connection would be perftest's one client.
+func listening(port int) bool {
+	want := fmt.Sprintf(":%04X ", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
