@@ -230,6 +230,13 @@ func TestLoopbackIntegrity(t *testing.T) {
 		}
 		t.Logf("CQ %#x: %d CQEs, %d passes over its %d entries", cq.CQN, cq.Produced(), cq.Produced()/cq.NCQE, cq.NCQE)
 	}
+	for _, s := range []*loopSide{p.a, p.b} {
+		sq := &s.qp.sq
+		if sq.curPost < 4*sq.wqeCnt {
+			t.Errorf("QP %#x: %d basic blocks posted in a ring of %d: the test did not wrap it", s.qp.QPN(), sq.curPost, sq.wqeCnt)
+		}
+		t.Logf("QP %#x: %d basic blocks, %d passes over its %d-block send queue", s.qp.QPN(), sq.curPost, sq.curPost/sq.wqeCnt, sq.wqeCnt)
+	}
 	if p.ma.InError() || p.mb.InError() {
 		t.Error("a QP went to the error state")
 	}
