@@ -111,12 +111,11 @@ func (q *QP) InError() bool { return q.err }
 
 // HCA is the model: registered regions and connected QPs.
 type HCA struct {
-	mu      sync.Mutex
-	byLkey  map[uint32]*Region
-	byRkey  map[uint32]*Region
-	qps     []*QP
-	Trace   func(format string, args ...any) // optional
-	stopped bool
+	mu     sync.Mutex
+	byLkey map[uint32]*Region
+	byRkey map[uint32]*Region
+	qps    []*QP
+	Trace  func(format string, args ...any) // optional
 
 	scattered int
 }
@@ -209,25 +208,6 @@ func (h *HCA) Run() (int, error) {
 		total += progress
 		if progress == 0 {
 			return total, nil
-		}
-	}
-}
-
-// Serve runs the model until stop is closed, as an HCA working beside the
-// program: it returns the first error.
-func (h *HCA) Serve(stop <-chan struct{}) error {
-	for {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		n, err := h.Run()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			yield()
 		}
 	}
 }

@@ -1,5 +1,0 @@
-package hcamodel
-
-import "runtime"
-
-func yield() { runtime.Gosched() }
