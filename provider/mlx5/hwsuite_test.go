@@ -1,11 +1,13 @@
 package mlx5_test
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/provider"
@@ -142,6 +144,112 @@ func TestHardwareIntegrity(t *testing.T) {
 		t.Logf("%s reports no atomics (atomic_cap %v): the run leaves them out", name, attr.AtomicCap)
 	}
 	mlx5.RunIntegrity(t, *hwSeed, *hwRounds, sides[0], sides[1])
+}
+
+// TestHardwareEvents arms the CQ (all completions, then solicited only)
+// through the provider's UAR doorbell, waits for each event on the
+// channel and acknowledges it: the arm sequence number the provider puts
+// in the doorbell advances with every event, and an arm with a stale one
+// would be ignored by the HCA, so a lost event shows as a timeout.
+func TestHardwareEvents(t *testing.T) {
+	name, why := hwDevice()
+	if name == "" {
+		t.Skip(why)
+	}
+	c, err := uverbs.Open(name)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	port, err := c.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pd.Close() })
+	ch, err := c.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	cq, err := c.CreateCQ(16, &uverbs.CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cq.Close() })
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qp.Close() })
+	mem := make([]byte, 4096)
+	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
+	mr, err := pd.RegisterPinned(mem, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Close() })
+	ca := uverbs.ConnectAttr{SGIDIndex: -1, Access: access, Remote: uverbs.Endpoint{QPN: qp.QPN(), LID: port.LID}}
+	if port.LinkLayer == uverbs.LinkLayerEthernet {
+		g, err := c.RecommendedGID(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca.SGIDIndex, ca.Remote.GID = int(g.Index), g.GID
+	}
+	if err := qp.Connect(ca); err != nil { // to itself
+		t.Fatal(err)
+	}
+	wcs := make([]provider.WC, 4)
+	for i := 0; i < 10; i++ {
+		solicited := i%2 == 1
+		if err := cq.RequestNotify(solicited); err != nil {
+			t.Fatalf("event %d: arm: %v", i, err)
+		}
+		// A SEND to itself: the receive completion is solicited when the
+		// send says so; the send completion never is.
+		if err := qp.PostRecv([]provider.RecvWR{{ID: uint64(100 + i), SGL: []provider.SGE{{Addr: mr.Addr() + 2048, Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
+			t.Fatal(err)
+		}
+		flags := provider.SendSignaled
+		if solicited {
+			flags |= provider.SendSolicited
+		}
+		if err := qp.PostSend([]provider.SendWR{{ID: uint64(i), Opcode: provider.WRSend, Flags: flags,
+			SGL: []provider.SGE{{Addr: mr.Addr(), Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		got, err := ch.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("event %d (solicited only: %v): %v", i, solicited, err)
+		}
+		if got != cq {
+			t.Fatalf("event %d for another CQ", i)
+		}
+		cq.AckEvents(1)
+		deadline := time.Now().Add(10 * time.Second)
+		for n := 0; n < 2; {
+			if time.Now().After(deadline) {
+				t.Fatalf("event %d: %d of 2 completions", i, n)
+			}
+			k, err := cq.Poll(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range wcs[:k] {
+				if w.Status != provider.WCSuccess {
+					t.Fatalf("event %d: completion %+v", i, w)
+				}
+			}
+			n += k
+		}
+	}
 }
 
 // TestHardwareDeviceChoice: the device lookup gives a device or the
