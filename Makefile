@@ -6,7 +6,9 @@
 #   make unit-arm64  the fast paths' tests built for arm64, run under qemu-user
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
-#   make test      deps + unit + unit-arm64 + vmselftest + vmtest
+#   make vmrace    the load and integrity tests under -race in the VM, both kernels
+#   make soak      the load test for SOAK (default 1h) on 6.12
+#   make test      deps + unit + unit-arm64 + vmselftest + vmtest + vmrace
 #   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
 #
 # Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
@@ -37,7 +39,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 vmrace soak vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -97,7 +99,7 @@ vmselftest: vmexec
 	GOVERBS_VM_SELFTEST=1 GOVERBS_VM_INIT=$(CURDIR)/bin/vminit \
 		$(GO) test -count=1 -v -run '^TestVM' ./internal/testvm/
 
-test: deps unit unit-arm64 vmselftest vmtest
+test: deps unit unit-arm64 vmselftest vmtest vmrace
 
 demo: deps vmexec
 	@if ls cmd/ibinfo/*.go >/dev/null 2>&1; then \
@@ -119,3 +121,15 @@ vm-clean:
 mlx5-golden:
 	provider/mlx5/testdata/libmlx5/gen.sh $(CURDIR)/.cache/mlx5-golden
 	cp $(CURDIR)/.cache/mlx5-golden/golden.json provider/mlx5/testdata/libmlx5/golden.json
+
+# Many QPs and goroutines sharing QPs and CQs, every payload checksummed,
+# under the race detector (bounded: a few seconds of traffic per kernel).
+RACE_TESTS := TestLoad|TestRandomIntegrity
+vmrace:
+	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./uverbs/ VMTEST_FLAGS='-race -run "$(RACE_TESTS)"'
+
+# The load test for longer: make soak SOAK=8h.
+SOAK ?= 1h
+soak: vmexec
+	GOVERBS_TRANSPORT=ioctl $(GO) test -count=1 -timeout 0 -exec "$(VMEXEC) -kernel 6.12 -timeout 240h" \
+		-run TestLoadManyQPs -v ./uverbs/ -soak=$(SOAK)
