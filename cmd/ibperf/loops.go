@@ -165,6 +165,9 @@ func (p *perf) pollOne(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what 
 			}
 			return nil
 		}
+		if spins%spinCheck == 0 {
+			p.relax()
+		}
 		if spins%checkEvery == 0 && ctx.Err() != nil {
 			return p.fail(errAborted, "poll CQ aborted")
 		}
@@ -195,6 +198,9 @@ func (p *perf) latWrite(ctx context.Context, size int) error {
 			rcnt++
 			want := uint32(byte(rcnt))
 			for spins := 1; (atomic.LoadUint32(pollWord)>>shift)&0xff != want; spins++ {
+				if spins%spinCheck == 0 {
+					p.relax()
+				}
 				if spins%checkEvery == 0 && ctx.Err() != nil {
 					return p.fail(errAborted, "write_lat: waiting for the peer's write %d", rcnt)
 				}
@@ -469,7 +475,10 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				return bwReport{}, p.fail(err, "poll CQ failed")
 			}
 			if ne == 0 {
-				if spins++; spins%checkEvery == 0 && ctx.Err() != nil {
+				if spins++; spins%spinCheck == 0 {
+					p.relax()
+				}
+				if spins%checkEvery == 0 && ctx.Err() != nil {
 					return bwReport{}, p.fail(errAborted, "poll CQ aborted")
 				}
 				continue
@@ -532,7 +541,10 @@ func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
 			return bwReport{}, p.fail(err, "Poll Receive CQ failed")
 		}
 		if ne == 0 {
-			if spins++; spins%checkEvery == 0 && ctx.Err() != nil {
+			if spins++; spins%spinCheck == 0 {
+				p.relax()
+			}
+			if spins%checkEvery == 0 && ctx.Err() != nil {
 				return bwReport{}, p.fail(errAborted, "waiting for messages")
 			}
 			continue

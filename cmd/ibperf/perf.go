@@ -53,6 +53,8 @@ type perf struct {
 	mhz         float64 // cycles per microsecond
 
 	postList, cqMod int
+	// Busy-wait loops yield every yieldCycles (see relax).
+	lastYield, yieldCycles uint64
 	// Timestamps in cycles: lat tests use tposted per iteration; bw tests
 	// per message posted and per message completed.
 	tposted    []uint64
@@ -462,6 +464,7 @@ func (p *perf) connectPeers() error {
 func (p *perf) run(ctx context.Context) error {
 	c := p.cfg
 	p.mhz = cyclesPerMicrosecond()
+	p.yieldCycles = uint64(p.mhz * yieldMicroseconds)
 	if err := p.setupDevice(); err != nil {
 		return err
 	}
@@ -514,6 +517,28 @@ func (p *perf) lockThread() func() {
 	runtime.LockOSThread()
 	return runtime.UnlockOSThread
 }
+
+// yieldMicroseconds is how long a busy-wait runs before it yields: well
+// under sysmon's 10 ms, after which it would preempt the goroutine.
+const yieldMicroseconds = 2000
+
+// relax is called from busy-wait loops every spinCheck empty polls. Every
+// yieldMicroseconds it yields the processor: a goroutine that yields is
+// never preempted by sysmon, so no preemption signal interrupts the
+// spinning, and sysmon, finding nothing to preempt, backs off to sleeping
+// 10 ms at a time instead of waking every 20 µs for a millisecond after
+// each preemption (both cost the poller CPU time under TCG). With one P
+// (ibperf's default GOMAXPROCS) the yield puts the goroutine straight back
+// on its thread; with more, it may wake an idle thread to look for work.
+func (p *perf) relax() {
+	if now := cycles(); now-p.lastYield > p.yieldCycles {
+		p.lastYield = now
+		runtime.Gosched()
+	}
+}
+
+// spinCheck is how many empty polls pass between calls to relax.
+const spinCheck = 64
 
 // close is destroy_ctx: everything, in dependency order; the first failure
 // is reported.
