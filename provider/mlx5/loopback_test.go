@@ -217,22 +217,22 @@ var loopCaps = provider.QPInit{MaxSendWr: 16, MaxRecvWr: 16, MaxSendSGE: 4, MaxR
 // poll; with 15-entry CQs and 16-WR queues both rings wrap hundreds of
 // times.
 func TestLoopbackIntegrity(t *testing.T) {
-	rounds := 400
+	rounds, passes := 400, uint32(4)
 	if testing.Short() {
-		rounds = 60
+		rounds, passes = 60, 2
 	}
 	p := newLoopPair(t, 15, loopCaps, 256<<10)
 	e := newITEngine(t, 1, p.a, p.b)
 	e.run(rounds)
 	for _, cq := range []*hcamodel.CQ{p.mcqA, p.mcqB} {
-		if cq.Produced() < 4*cq.NCQE {
+		if cq.Produced() < passes*cq.NCQE {
 			t.Errorf("CQ %#x: %d CQEs in a ring of %d: the test did not wrap it", cq.CQN, cq.Produced(), cq.NCQE)
 		}
 		t.Logf("CQ %#x: %d CQEs, %d passes over its %d entries", cq.CQN, cq.Produced(), cq.Produced()/cq.NCQE, cq.NCQE)
 	}
 	for _, s := range []*loopSide{p.a, p.b} {
 		sq := &s.qp.sq
-		if sq.curPost < 4*sq.wqeCnt {
+		if sq.curPost < passes*sq.wqeCnt {
 			t.Errorf("QP %#x: %d basic blocks posted in a ring of %d: the test did not wrap it", s.qp.QPN(), sq.curPost, sq.wqeCnt)
 		}
 		t.Logf("QP %#x: %d basic blocks, %d passes over its %d-block send queue", s.qp.QPN(), sq.curPost, sq.curPost/sq.wqeCnt, sq.wqeCnt)
