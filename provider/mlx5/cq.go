@@ -246,6 +246,9 @@ func (cq *CQ) ResizeTo(_ *transport.Conn, cqe int, send func(in, out []byte) (in
 	if cq.closed {
 		return provider.ErrClosed
 	}
+	if cq.ctx == nil {
+		return errors.New("mlx5: resize_cq: the CQ was not made by a context")
+	}
 	req := abi.MLX5ResizeCQ{CQESize: cqeSize}
 	reqBytes := unsafe.Slice((*byte)(unsafe.Pointer(&req)), unsafe.Sizeof(req))
 	if ncqe == cq.ncqe {
