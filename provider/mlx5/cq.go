@@ -59,8 +59,9 @@ const (
 )
 
 // cqEntries is the ring size libmlx5 allocates for a request of cqe
-// entries: one more than asked (a full ring is indistinguishable from an
-// empty one), rounded up to a power of two; at most 2^24.
+// entries (align_queue_size(cqe + 1)): one more than asked, rounded up to
+// a power of two, at most 2^24; the kernel rounds the same way and
+// reports one less than the ring as the capacity.
 func cqEntries(cqe int) (uint32, error) {
 	if cqe < 1 || cqe > 0x7fffffff {
 		return 0, &FieldError{Field: "cqe", Value: uint64(int64(cqe)), Reason: "a CQ needs 1 to 2^31-1 entries"}
