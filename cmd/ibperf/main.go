@@ -25,11 +25,10 @@
 //   - Writes and sends of up to 220 bytes go inline unless -I says
 //     otherwise (perftest inlines nothing on devices it does not know, rxe
 //     among them).
-//   - Busy polling runs on an ordinary goroutine with GOMAXPROCS=1 (unless
-//     the environment sets GOMAXPROCS), yielding every 2 ms so that the
-//     scheduler never preempts it; --go-lock-thread locks it to its OS
-//     thread instead, which costs latency (docs/performance.md has the
-//     figures).
+//   - Busy polling runs on an ordinary goroutine that yields every 2 ms,
+//     so that the scheduler never preempts it; --go-lock-thread locks it to
+//     its OS thread, and --go-no-yield spins without yielding, both slower
+//     (docs/performance.md has the figures).
 //   - A client retries the connection for 5 s while nothing listens.
 //   - IBPERF_CPUPROFILE=<file> writes a CPU profile of the run.
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
@@ -46,7 +45,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -58,10 +56,6 @@ func main() {
 // run is the program: args[0] is the program name. SIGINT or SIGTERM stops
 // it wherever it waits, and everything it opened is closed.
 func run(args []string, stdout, stderr io.Writer) int {
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One poller needs one P; see relax.
-		runtime.GOMAXPROCS(1)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runContext(ctx, args, stdout, stderr, nil)

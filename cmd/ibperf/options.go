@@ -154,6 +154,7 @@ type config struct {
 	gbits      bool
 	noPeak     bool
 	lockThread bool // ibperf only: lock the polling goroutine to its OS thread
+	noYield    bool // ibperf only: busy-wait without yielding (for measuring what yielding is worth)
 }
 
 // defaults is init_perftest_params for t.
@@ -216,6 +217,7 @@ const (
 	optReportGbits byte = 0x80 + iota
 	optRunInfinitely
 	optLockThread
+	optNoYield
 	optFirstOtherFlag // the rest, refused
 )
 
@@ -265,7 +267,7 @@ var spec = func() cli.Spec {
 		{"limit_msgrate", 1, 'y'}, {"server", 0, 'Z'}, {"client", 0, 'P'}, {"mac_fwd", 0, 'v'},
 		{"use_rss", 0, 'G'}, {"report-counters", 1, 'W'},
 		{"run_infinitely", 0, optRunInfinitely}, {"report_gbits", 0, optReportGbits},
-		{"go-lock-thread", 0, optLockThread},
+		{"go-lock-thread", 0, optLockThread}, {"go-no-yield", 0, optNoYield},
 	} {
 		s.Long = append(s.Long, cli.LongOption{Name: o.name, Arg: o.arg, Val: o.val})
 	}
@@ -436,6 +438,8 @@ func parseArgs(args []string) (config, []string, error) {
 			c.gbits = true
 		case optLockThread:
 			c.lockThread = true
+		case optNoYield:
+			c.noYield = true
 		default:
 			what, ok := unsupportedShort[ev.Opt]
 			if !ok {
@@ -627,6 +631,7 @@ func usage(w io.Writer, prog string) {
 	p("  -F, --CPU-freq            accepted; the clock is always calibrated\n")
 	p("      --report_gbits        bandwidth in Gb/s\n")
 	p("      --go-lock-thread      (ibperf) poll on a goroutine locked to its OS thread (slower: see docs/performance.md)\n")
+	p("      --go-no-yield         (ibperf) busy-wait without yielding: the scheduler preempts the poller every 10 ms\n")
 	p("  -V, --version             print the perftest version ibperf speaks\n")
 	p("  -h, --help                print this help\n")
 }

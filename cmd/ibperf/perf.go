@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -465,6 +466,9 @@ func (p *perf) run(ctx context.Context) error {
 	c := p.cfg
 	p.mhz = cyclesPerMicrosecond()
 	p.yieldCycles = uint64(p.mhz * yieldMicroseconds)
+	if c.noYield {
+		p.yieldCycles = math.MaxUint64
+	}
 	if err := p.setupDevice(); err != nil {
 		return err
 	}
@@ -527,9 +531,10 @@ const yieldMicroseconds = 2000
 // never preempted by sysmon, so no preemption signal interrupts the
 // spinning, and sysmon, finding nothing to preempt, backs off to sleeping
 // 10 ms at a time instead of waking every 20 µs for a millisecond after
-// each preemption (both cost the poller CPU time under TCG). With one P
-// (ibperf's default GOMAXPROCS) the yield puts the goroutine straight back
-// on its thread; with more, it may wake an idle thread to look for work.
+// each preemption (both cost the poller CPU time under TCG). Keep
+// GOMAXPROCS above 1: with a single P, sysmon takes the P away from a
+// doorbell system call that lasts over 20 µs (rxe does the whole send
+// inside it), and getting it back costs more than the yield saves.
 func (p *perf) relax() {
 	if now := cycles(); now-p.lastYield > p.yieldCycles {
 		p.lastYield = now
