@@ -91,12 +91,12 @@ func guestMain(ctx context.Context, ibperf string, reps int, devices, only, prof
 			}
 		}
 	}
-	if profile != "" {
+	for _, name := range splitList(profile) {
 		for _, c := range cases() {
-			if c.Name != profile {
+			if c.Name != name {
 				continue
 			}
-			g.clientEnv = []string{"IBPERF_CPUPROFILE=" + profilePath}
+			g.clientEnv = []string{"IBPERF_CPUPROFILE=" + profilePath(name)}
 			v, err := g.pair(c, "go", "go")
 			g.clientEnv = nil
 			fmt.Fprintf(os.Stderr, "profiled run of %s: %v %v\n", c.Name, v, err)

@@ -68,9 +68,9 @@ func cases() []benchCase {
 			benchCase{Name: t + " 64KiB", Test: t, Args: []string{"-s", "65536", "-n", "2000"}, Metric: "bw"},
 			benchCase{Name: t + " 64B defaults", Test: t, Args: []string{"-s", "64", "-n", "6400"}, Metric: "rate"},
 			benchCase{Name: t + " 64B -l32 -Q32", Test: t, Args: []string{"-s", "64", "-n", "6400", "--post_list", "32", "--cq-mod", "32"}, Metric: "rate"},
-			benchCase{Name: t + " 64B -l1 -Q1", Test: t, Args: []string{"-s", "64", "-n", "6400", "--post_list", "1", "--cq-mod", "1"}, Metric: "rate"},
 		)
 	}
+	cs = append(cs, benchCase{Name: "write_bw 64B -l1 -Q1", Test: "write_bw", Args: []string{"-s", "64", "-n", "6400", "--post_list", "1", "--cq-mod", "1"}, Metric: "rate"})
 	return cs
 }
 
@@ -92,7 +92,7 @@ func main() {
 	reps := flag.Int("reps", 5, "repetitions of every case and tool")
 	devices := flag.String("devices", "same", "same: server and client on rxe0; pair: server on rxe1")
 	only := flag.String("only", "", "run only the cases whose name contains this")
-	profile := flag.String("profile", "", "case name whose ibperf client is profiled once more (pprof top)")
+	profile := flag.String("profile", "", "comma-separated case names whose ibperf client is profiled once more (pprof top)")
 	ibperf := flag.String("ibperf", "", "(guest) path of the ibperf binary")
 	out := flag.String("o", "", "also write the table here")
 	flag.Parse()
@@ -134,7 +134,7 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 		res, err := testvm.Run(ctx, testvm.Config{
 			Kernel: k, Program: self, Args: args, Adds: []testvm.Add{{Host: ibperf}},
 			Stdout: io.MultiWriter(&stdout, progress{os.Stderr}), Stderr: os.Stderr,
-			Returns: []string{profilePath}, Timeout: 90 * time.Minute,
+			Returns: profilePaths(profile), Timeout: 90 * time.Minute,
 		})
 		if err != nil {
 			return fmt.Errorf("kernel %s: %w", k, err)
@@ -148,16 +148,19 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 		}
 		fmt.Fprintf(w, "\nkernel %s (%s), %d repetitions, %s devices, run %v\n\n", k, res.Kernel.Release, reps, devices, time.Since(started).Round(time.Second))
 		printTable(w, summarize(ms))
-		if profile != "" {
-			if _, err := os.Stat(profilePath); err == nil {
-				cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", ibperf, profilePath)
-				cmd.Stdout, cmd.Stderr = w, os.Stderr
-				fmt.Fprintf(w, "\nCPU profile of the ibperf client, %s, kernel %s:\n", profile, k)
-				if err := cmd.Run(); err != nil {
-					return fmt.Errorf("pprof: %w", err)
-				}
-				os.Remove(profilePath)
+		for _, name := range splitList(profile) {
+			path := profilePath(name)
+			if _, err := os.Stat(path); err != nil {
+				fmt.Fprintf(w, "\nno CPU profile came back for %s\n", name)
+				continue
 			}
+			cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", ibperf, path)
+			cmd.Stdout, cmd.Stderr = w, os.Stderr
+			fmt.Fprintf(w, "\nCPU profile of the ibperf client, %s, kernel %s:\n\n", name, k)
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("pprof: %w", err)
+			}
+			os.Remove(path)
 		}
 	}
 	if out != "" {
@@ -178,9 +181,29 @@ func (p progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// profilePath is where the guest writes the profile; the harness brings it
-// back to the same host path.
-const profilePath = "/tmp/perfcompare-ibperf.pprof"
+// profilePath is where the guest writes the profile of a case; the harness
+// brings it back to the same host path.
+func profilePath(name string) string {
+	return "/tmp/perfcompare-" + strings.NewReplacer(" ", "_", "/", "_").Replace(name) + ".pprof"
+}
+
+func profilePaths(list string) []string {
+	var ps []string
+	for _, n := range splitList(list) {
+		ps = append(ps, profilePath(n))
+	}
+	return ps
+}
+
+func splitList(s string) []string {
+	var l []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			l = append(l, x)
+		}
+	}
+	return l
+}
 
 func parseMeasurements(out []byte) ([]measurement, error) {
 	var ms []measurement
