@@ -39,7 +39,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 vmrace soak vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -133,3 +133,11 @@ SOAK ?= 1h
 soak: vmexec
 	GOVERBS_TRANSPORT=ioctl $(GO) test -count=1 -timeout 0 -exec "$(VMEXEC) -kernel 6.12 -timeout 240h" \
 		-run TestLoadManyQPs -v ./uverbs/ -soak=$(SOAK)
+
+# The mlx5 hardware suite as a static test binary to copy to a ConnectX host
+# (provider/mlx5/HARDWARE.md), and the provider's host benchmarks.
+mlx5-hwsuite:
+	CGO_ENABLED=0 $(GO) test -c -o bin/mlx5-hwsuite ./provider/mlx5
+	CGO_ENABLED=0 $(GO) test -c -o bin/uverbs-hwsuite ./uverbs
+bench-mlx5:
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./provider/mlx5
