@@ -97,6 +97,15 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	if qp.send == nil {
 		return fmt.Errorf("uverbs: post_send: %s provider: %w", qp.pd.ctx.prov.Name(), ErrNotSupported)
 	}
+	if qp.typ == QPTypeUD {
+		for i := range wrs {
+			// An AH of another PD of the context: the kernel takes the
+			// WR and fails it later in a completion; refuse it now.
+			if ah, ok := wrs[i].AH.(*AH); ok && ah != nil && ah.pd != qp.pd && ah.pd.ctx == qp.pd.ctx {
+				return &PostError{Index: i, Err: ErrBadWR}
+			}
+		}
+	}
 	if err := qp.send.PostSend(wrs); err != nil {
 		return qp.pd.ctx.removedErr(err)
 	}
