@@ -205,6 +205,7 @@ import (
 //	QP.PostSend/UD with a nil *AH
 //	QP.PostSend/UD with a closed AH
 //	QP.PostSend/UD with another context's AH
+//	QP.PostSend/UD with another PD's AH
 //	QP.PostSend/RDMA write on UD
 //	QP.PostSend/atomic on UD
 //	QP.PostSend/RDMA read on UC
@@ -254,6 +255,8 @@ type badFixture struct {
 	rc, closedQP               *QP // rc stays in RESET
 	ud, uc, rcRTS, srqQP       *QP // in RTS (srqQP receives from srq)
 	ah, closedAH, otherAH      *AH
+	pd2                        *PD   // another PD of the context
+	pd2AH                      *AH   // of pd2
 	sgl                        []SGE // one SGE over mr
 	unmapped, protNone, rdOnly []byte
 }
@@ -613,6 +616,11 @@ func badRows() []badRow {
 			wr.AH = f.otherAH
 			return errOnly(f.ud.PostSend([]SendWR{wr}))
 		}},
+		{"QP.PostSend/UD with another PD's AH", ErrBadWR, "work request 0", func(f *badFixture) (any, error) {
+			wr := udWR(f, WRSend)
+			wr.AH = f.pd2AH
+			return errOnly(f.ud.PostSend([]SendWR{wr}))
+		}},
 		{"QP.PostSend/RDMA write on UD", ErrBadWR, "work request 0", func(f *badFixture) (any, error) { return errOnly(f.ud.PostSend([]SendWR{udWR(f, WRRDMAWrite)})) }},
 		{"QP.PostSend/atomic on UD", ErrBadWR, "work request 0", func(f *badFixture) (any, error) {
 			return errOnly(f.ud.PostSend([]SendWR{udWR(f, WRAtomicFetchAndAdd)}))
@@ -811,6 +819,12 @@ func newBadFixture(t *testing.T) *badFixture {
 	f.otherAH, err = f.otherPD.CreateAH(ahAttr)
 	must(err)
 	later(f.otherAH)
+	f.pd2, err = f.c.AllocPD()
+	must(err)
+	later(f.pd2)
+	f.pd2AH, err = f.pd2.CreateAH(ahAttr)
+	must(err)
+	later(f.pd2AH)
 	f.closedAH, err = f.pd.CreateAH(ahAttr)
 	must(err)
 	must(f.closedAH.Close())
