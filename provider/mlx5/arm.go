@@ -30,7 +30,7 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 		// The UAR page is unmapped when the context closes.
 		cq.ctx.life.mu.RLock()
 		defer cq.ctx.life.mu.RUnlock()
-		if cq.ctx.life.closed {
+		if cq.ctx.life.closed.Load() {
 			return provider.ErrClosed
 		}
 	}

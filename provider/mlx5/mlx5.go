@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -94,10 +95,61 @@ type Context struct {
 }
 
 // lifetime closes the data path when the context closes: a doorbell
-// through an unmapped UAR would fault.
+// through an unmapped UAR would fault, so no UAR write may start after
+// Close began nor still run when it unmaps.
+//
+// The send path, which is hot, takes no lock of the context's: a send
+// queue posts under its own mutex and checks its own closed flag there;
+// Close sets every live send queue's flag under that queue's mutex, so a
+// post either finished its doorbell before Close got the mutex or sees
+// the flag after. The cold paths that write a UAR (arming a CQ) hold mu
+// for reading across the write instead. The receive paths write no UAR:
+// they only report ErrClosed, from the closed flag.
 type lifetime struct {
-	mu     sync.RWMutex
-	closed bool
+	mu     sync.RWMutex // Close holds it for writing while it sets closed
+	closed atomic.Bool
+
+	sqMu sync.Mutex // guards sqs; taken before any sendQueue.mu
+	sqs  map[*sendQueue]struct{}
+}
+
+// addSQ makes Close shut a send queue; one added after Close starts out
+// shut.
+func (l *lifetime) addSQ(sq *sendQueue) {
+	l.sqMu.Lock()
+	defer l.sqMu.Unlock()
+	if l.closed.Load() {
+		sq.mu.Lock()
+		sq.closed = true
+		sq.mu.Unlock()
+		return
+	}
+	if l.sqs == nil {
+		l.sqs = map[*sendQueue]struct{}{}
+	}
+	l.sqs[sq] = struct{}{}
+}
+
+// removeSQ forgets a send queue being destroyed.
+func (l *lifetime) removeSQ(sq *sendQueue) {
+	l.sqMu.Lock()
+	delete(l.sqs, sq)
+	l.sqMu.Unlock()
+}
+
+// close shuts the data path: when it returns no post or arm is writing a
+// UAR and none will.
+func (l *lifetime) close() {
+	l.mu.Lock()
+	l.closed.Store(true)
+	l.mu.Unlock()
+	l.sqMu.Lock()
+	defer l.sqMu.Unlock()
+	for sq := range l.sqs {
+		sq.mu.Lock()
+		sq.closed = true
+		sq.mu.Unlock()
+	}
 }
 
 // newContext prepares the GET_CONTEXT request libmlx5 sends by default:
@@ -250,9 +302,7 @@ func (c *Context) freeUIdx(i uint32) {
 
 // Close implements provider.Context: no doorbell rings after it.
 func (c *Context) Close() error {
-	c.life.mu.Lock()
-	c.life.closed = true
-	c.life.mu.Unlock()
+	c.life.close()
 	return c.unmapAll()
 }
 

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -74,17 +75,18 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
-	sq.life.mu.RLock()
-	defer sq.life.mu.RUnlock()
-	if sq.life.closed {
-		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
-	}
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
+	// The context's Close sets closed under sq.mu before it unmaps the
+	// UAR (see lifetime): held to the end, the mutex keeps the register
+	// mapped through the doorbell.
+	if sq.closed {
+		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
+	}
 	if sq.start == nil || sq.bf == nil {
 		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no send queue", provider.ErrQueueFull)}
 	}
-	free := sq.maxPost - (sq.head - sq.tail)
+	free := sq.maxPost - (sq.head - atomic.LoadUint32(&sq.tail))
 	for i := range wrs {
 		if uint32(i) >= free {
 			return &provider.PostError{Index: i, Err: provider.ErrQueueFull}
@@ -102,6 +104,9 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 		inl = inl || wrInl
 	}
 	sq.head += uint32(len(wrs))
+	// Published before the doorbell: a CQE for these WQEs can only follow
+	// it, and the CQ reads their slots after it loads posted.
+	atomic.StoreUint32(&sq.posted, sq.curPost)
 	sq.ring(len(wrs), inl, size, ctrl)
 	return nil
 }
@@ -425,25 +430,31 @@ func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
 	}
 }
 
-// completeSend implements sendCompleter.
+// completeSend implements sendCompleter. It takes no lock: the QP's send
+// CQ is its one consumer (and calls it under the CQ's mutex), the only
+// writer of tail and tailBB, while post, under sq.mu, is the only writer
+// of the slots and of posted. The slots of a WQE are written before
+// posted is stored and read here only after posted is loaded and says
+// the WQE is outstanding; they are overwritten only after tail, stored
+// last here, frees them. Destroyed detaches the QP from its CQs, under
+// the CQs' mutex, before it frees the ring.
 func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, provider.WCOpcode, provider.WCStatus, bool) {
-	sq.mu.Lock()
-	defer sq.mu.Unlock()
 	if sq.wqeCnt == 0 {
 		return 0, 0, 0, false
 	}
+	posted := atomic.LoadUint32(&sq.posted)
 	idx := uint32(wqeCounter) & (sq.wqeCnt - 1)
 	dist := (uint32(wqeCounter) - sq.tailBB) & 0xffff
-	if dist >= sq.curPost-sq.tailBB || sq.wqeBlocks[idx] == 0 || uint16(sq.wqeStart[idx]) != wqeCounter {
+	if dist >= posted-sq.tailBB || sq.wqeBlocks[idx] == 0 || uint16(sq.wqeStart[idx]) != wqeCounter {
 		return 0, 0, 0, false
 	}
 	wrID, op := sq.wrid[idx], sq.wcOpcode[idx]
-	sq.tail = sq.wqeHead[idx] + 1
-	sq.tailBB = sq.wqeStart[idx] + uint32(sq.wqeBlocks[idx])
 	status := provider.WCSuccess
 	if inline != nil {
 		status = sq.copyToWQE(idx, inline)
 	}
+	sq.tailBB = sq.wqeStart[idx] + uint32(sq.wqeBlocks[idx])
+	atomic.StoreUint32(&sq.tail, sq.wqeHead[idx]+1)
 	return wrID, op, status, true
 }
 
@@ -503,9 +514,8 @@ func (rq *recvQueue) post(wrs []provider.RecvWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
-	rq.life.mu.RLock()
-	defer rq.life.mu.RUnlock()
-	if rq.life.closed {
+	// The receive doorbell is the record, in process memory: no UAR.
+	if rq.life.closed.Load() {
 		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
 	}
 	rq.mu.Lock()

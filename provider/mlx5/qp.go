@@ -44,10 +44,12 @@ type sendQueue struct {
 
 	start, end unsafe.Pointer // the ring: wqeCnt blocks
 	wqeCnt     uint32         // a power of two
+	closed     bool           // the context closed: set by Close under mu
 	curPost    uint32         // blocks posted, wrapping; its low 16 bits are the WQE counter
 	head       uint32         // work requests posted
-	tail       uint32         // work requests retired by completions
-	tailBB     uint32         // curPost of the oldest outstanding WQE
+	posted     uint32         // curPost as post published it to the CQ (atomic)
+	tail       uint32         // work requests retired by completions (atomic; the CQ writes it)
+	tailBB     uint32         // curPost of the oldest outstanding WQE (the CQ's alone)
 	maxPost    uint32         // work requests the queue holds
 	maxGS      int
 	maxInline  int
@@ -306,6 +308,7 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	rq.typ = init.Type
 	rq.dumpFill = sq.dumpFill
 	ok = true
+	c.life.addSQ(sq)
 	return q, nil
 }
 
@@ -385,6 +388,7 @@ func (q *QP) Destroyed() error {
 		}
 		q.attached = false
 	}
+	q.ctx.life.removeSQ(&q.sq)
 	q.sq.mu.Lock()
 	q.rq.mu.Lock()
 	q.sq.start, q.sq.end, q.sq.wqeCnt = nil, nil, 0

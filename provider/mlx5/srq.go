@@ -143,9 +143,8 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
-	s.life.mu.RLock()
-	defer s.life.mu.RUnlock()
-	if s.life.closed {
+	// The SRQ's doorbell is its record, in process memory: no UAR.
+	if s.life.closed.Load() {
 		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
 	}
 	s.mu.Lock()
