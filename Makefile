@@ -6,9 +6,10 @@
 #   make unit-arm64  the fast paths' tests built for arm64, run under qemu-user
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
+#   make fuzz      every go test -fuzz target of the module for FUZZTIME each
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
 #   make soak      the load test for SOAK (default 1h) on 6.12
-#   make test      deps + unit + unit-arm64 + vmselftest + vmtest + vmrace
+#   make test      deps + unit + unit-arm64 + fuzz + vmselftest + vmtest + vmrace
 #   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
 #
 # Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
@@ -39,7 +40,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 fuzz vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -99,7 +100,7 @@ vmselftest: vmexec
 	GOVERBS_VM_SELFTEST=1 GOVERBS_VM_INIT=$(CURDIR)/bin/vminit \
 		$(GO) test -count=1 -v -run '^TestVM' ./internal/testvm/
 
-test: deps unit unit-arm64 vmselftest vmtest vmrace
+test: deps unit unit-arm64 fuzz vmselftest vmtest vmrace
 
 demo: deps vmexec
 	@if ls cmd/ibinfo/*.go >/dev/null 2>&1; then \
@@ -141,3 +142,9 @@ mlx5-hwsuite:
 	CGO_ENABLED=0 $(GO) test -c -o bin/uverbs-hwsuite ./uverbs
 bench-mlx5:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./provider/mlx5
+
+# Every fuzz target of the module (found by go test -list, so new ones join
+# by themselves), FUZZTIME each; fails on a crash and names the saved input.
+FUZZTIME ?= 5s
+fuzz:
+	$(GO) run ./internal/fuzzrun -time $(FUZZTIME)
