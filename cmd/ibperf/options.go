@@ -567,8 +567,12 @@ func (c *config) tx() int { return c.txDepth }
 // (bandwidth tests where the user left both -l and -Q unset): perftest's
 // defaults post one message per doorbell, and on rxe every doorbell is a
 // system call.
+//
+// Only for messages up to perftest's CQ moderation limit (8 KiB): a list of
+// 32 64 KiB writes is 2048 MTU packets in one doorbell, a burst that on
+// rxe lowered the bandwidth (docs/performance.md).
 func (c *config) goBatching() bool {
-	return c.test.kind == kindBW && !c.reqPost && !c.reqCQMod
+	return c.test.kind == kindBW && !c.reqPost && !c.reqCQMod && c.size <= msgSizeCQModLimit && !c.all
 }
 
 // batch returns the post list and CQ moderation the run uses.
