@@ -36,7 +36,7 @@ func BenchmarkPostPollRDMAWrite(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i > 0 && uint32(i)%cq.ncqe == 0 {
+		if i > 0 && uint32(i)&(cq.ncqe-1) == 0 {
 			b.StopTimer()
 			fill(uint32(i))
 			b.StartTimer()
@@ -56,7 +56,7 @@ func BenchmarkPostPollRDMAWrite(b *testing.B) {
 func hcaComplete(cq *CQ, tmpl *[cqeSize]byte, i uint32, ctr uint16) {
 	e := cq.entry(i)
 	copy(e[:cqeOffTrailer], tmpl[:cqeOffTrailer])
-	trailer := uint32(ctr)<<16 | uint32(tmpl[cqeOffOpOwn]&^cqeOwnerMask) | (i/cq.ncqe)&1
+	trailer := uint32(ctr)<<16 | uint32(tmpl[cqeOffOpOwn]&^cqeOwnerMask) | passParity(i, cq.ncqe)
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&e[cqeOffTrailer])), be32(trailer))
 }
 

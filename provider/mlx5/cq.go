@@ -110,11 +110,22 @@ func (cq *CQ) entry(i uint32) *[cqeSize]byte {
 	return (*[cqeSize]byte)(unsafe.Add(cq.ring, uintptr(i&(cq.ncqe-1))*cqeSize))
 }
 
+// passParity is (i/ncqe)&1, the owner bit of the entries of pass i/ncqe
+// over a ring of ncqe entries, a power of two: without the division,
+// which the compiler cannot turn into a shift and which costs several
+// nanoseconds per CQE.
+func passParity(i, ncqe uint32) uint32 {
+	if i&ncqe != 0 {
+		return 1
+	}
+	return 0
+}
+
 // owned reports whether entry i holds a CQE the hardware handed over for
 // consumer index i.
 func (cq *CQ) owned(i uint32) bool {
 	opOwn := uint8(loadBE32(&cq.entry(i)[cqeOffTrailer]))
-	return opOwn>>4 != cqeInvalid && uint32(opOwn&cqeOwnerMask) == (i/cq.ncqe)&1
+	return opOwn>>4 != cqeInvalid && uint32(opOwn&cqeOwnerMask) == passParity(i, cq.ncqe)
 }
 
 // clean removes l's completions from the unpolled part of the ring, moving
@@ -310,7 +321,7 @@ func (cq *CQ) copyForResize(dst *CQ) (int, error) {
 		}
 		d := dst.entry(i + 1)
 		*d = *src
-		d[cqeOffOpOwn] = d[cqeOffOpOwn]&^cqeOwnerMask | uint8(((i+1)/dst.ncqe)&1)
+		d[cqeOffOpOwn] = d[cqeOffOpOwn]&^cqeOwnerMask | uint8(passParity(i+1, dst.ncqe))
 		i++
 	}
 	return int(cq.ncqe), &CQEError{CQN: cq.cqn, Index: i, Reason: "no RESIZE_CQ entry in the whole ring"}

@@ -34,7 +34,7 @@ func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
 		// over the ring.
 		trailer := loadBE32(&e[cqeOffTrailer])
 		opOwn := uint8(trailer)
-		if opOwn>>4 == cqeInvalid || uint32(opOwn&cqeOwnerMask) != (cons/cq.ncqe)&1 {
+		if opOwn>>4 == cqeInvalid || uint32(opOwn&cqeOwnerMask) != passParity(cons, cq.ncqe) {
 			break
 		}
 		cq.cons = cons + 1

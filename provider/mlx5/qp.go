@@ -156,6 +156,7 @@ func (c *Context) calcQPSizes(init provider.QPInit) (qpSizes, error) {
 		if s.sqWqeCnt > c.maxSendWQEBB {
 			return s, fmt.Errorf("mlx5: MaxSendWr %d needs %d WQE blocks, beyond the device's %d: %w", init.MaxSendWr, s.sqWqeCnt, c.maxSendWQEBB, errInvalid)
 		}
+
 		s.sqWqeSize = wqeSize
 		s.maxInline = wqeSize - overhead - inlineSegSize
 		s.sqMaxGS = int(init.MaxSendSGE)

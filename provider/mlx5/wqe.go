@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -15,6 +16,19 @@ func putBE16(p unsafe.Pointer, v uint16) { binary.BigEndian.PutUint16((*[2]byte)
 func putBE32(p unsafe.Pointer, v uint32) { binary.BigEndian.PutUint32((*[4]byte)(p)[:], v) }
 func putBE64(p unsafe.Pointer, v uint64) { binary.BigEndian.PutUint64((*[8]byte)(p)[:], v) }
 func readBE32(p unsafe.Pointer) uint32   { return binary.BigEndian.Uint32((*[4]byte)(p)[:]) }
+
+// storeBE64 writes v big endian at p (8-byte aligned) in one 8-byte
+// store. putBE64 of a value whose high bytes the compiler knows are zero
+// may come out as several narrower stores, and the doorbell and
+// BlueFlame copies read the WQE 8 bytes at a time: a load spanning
+// several stores still in the store buffer is not forwarded but waits
+// for them all to reach the cache.
+func storeBE64(p unsafe.Pointer, v uint64) {
+	if !bigEndianHost {
+		v = bits.ReverseBytes64(v)
+	}
+	*(*uint64)(p) = v
+}
 
 // Segment sizes, in bytes.
 const (
