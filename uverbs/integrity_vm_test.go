@@ -3,6 +3,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -675,8 +676,40 @@ func (r *itRun) collect(n int, exp map[uint64]*itExpect, errs <-chan error) {
 	}
 }
 
+// itDevices names the two devices TestRandomIntegrity runs on:
+// GOVERBS_HW_DEVICE and GOVERBS_HW_DEVICE2 when set (a ConnectX host, say;
+// the second defaults to the first, whose extra context then stands in
+// for the second device), else the test VM's rxe0 and rxe1. vm reports
+// the latter: only there is the netdev between them known, to check that
+// their traffic crossed it.
+func itDevices(t *testing.T) (name0, name1 string, vm bool) {
+	t.Helper()
+	name0 = os.Getenv("GOVERBS_HW_DEVICE")
+	if name0 == "" {
+		vmenv.RequireRXE(t)
+		return vmenv.RXE0, vmenv.RXE1, true
+	}
+	name1 = os.Getenv("GOVERBS_HW_DEVICE2")
+	if name1 == "" {
+		name1 = name0
+	}
+	return name0, name1, false
+}
+
+// itPortMTU is the MTU the port of d carries (RoCE: from its netdev's);
+// pairs on a named device use no more, since a real wire drops longer
+// packets, even between two QPs of one port.
+func itPortMTU(t *testing.T, d *itDev) MTU {
+	t.Helper()
+	p, err := d.c.QueryPort(1)
+	if err != nil {
+		t.Fatalf("%s: QueryPort(1): %v", d.name, err)
+	}
+	return p.ActiveMTU
+}
+
 func TestRandomIntegrity(t *testing.T) {
-	vmenv.RequireRXE(t)
+	name0, name1, vm := itDevices(t)
 	seed := *integritySeed
 	if seed == 0 {
 		seed = 1
@@ -690,13 +723,14 @@ func TestRandomIntegrity(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with -integrity.seed=%d), kernel %s", seed, seed, vmenv.KernelRelease())
 
-	dev0 := itOpen(t, vmenv.RXE0)
-	dev0b := itOpen(t, vmenv.RXE0) // a second context: another process, in effect
-	dev1 := itOpen(t, vmenv.RXE1)
+	dev0 := itOpen(t, name0)
+	dev0b := itOpen(t, name0) // a second context: another process, in effect
+	dev1 := itOpen(t, name1)
+	t.Logf("devices %s and %s (driver %s)", name0, name1, itDriver(name0))
 	t.Cleanup(func() {
 		if t.Failed() {
 			// Retries, sequence errors and drops say what the wire did.
-			for _, dev := range []string{vmenv.RXE0, vmenv.RXE1} {
+			for _, dev := range slices.Compact([]string{name0, name1}) {
 				t.Logf("%s hw_counters: %s", dev, itCounters(dev))
 			}
 			// On 6.1, packet loss between rxe0 and rxe1 (veth backlog
@@ -720,6 +754,11 @@ func TestRandomIntegrity(t *testing.T) {
 		{dev0b, dev1, MTU512}, // and again, on the other context
 		{dev1, dev1, MTU4096}, // rxe1 loopback: above the netdev's MTU, but looped back inside rxe
 	}
+	if !vm {
+		for i := range pairs {
+			pairs[i].mtu = min(pairs[i].mtu, itPortMTU(t, pairs[i].a), itPortMTU(t, pairs[i].b))
+		}
+	}
 	run := &itRun{t: t, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), stats: map[WROpcode]int{}}
 	for i, p := range pairs {
 		a := itNewQP(t, p.a, fmt.Sprintf("pair%d.a(%s)", i, p.a.name))
@@ -734,7 +773,10 @@ func TestRandomIntegrity(t *testing.T) {
 
 	// Traffic between rxe0 and rxe1 must cross the veth pair (loopback
 	// inside one device never reaches a netdev).
-	vethBefore := itNetdevPackets(t, vmenv.NetdevA)
+	var vethBefore uint64
+	if vm {
+		vethBefore = itNetdevPackets(t, vmenv.NetdevA)
+	}
 	start := time.Now()
 	n := 0
 	for ; rounds == 0 || n < rounds; n++ {
@@ -762,10 +804,14 @@ func TestRandomIntegrity(t *testing.T) {
 			t.Errorf("%s: state %v after the run, want RTS", q.name, a.State)
 		}
 	}
-	if crossed := itNetdevPackets(t, vmenv.NetdevA) - vethBefore; crossed == 0 {
-		t.Errorf("no packet left %s: the rxe0-rxe1 pairs did not cross the veth pair", vmenv.NetdevA)
-	} else {
-		t.Logf("%d packets crossed %s (rxe0 <-> rxe1)", crossed, vmenv.NetdevA)
+	// (A hardware device's traffic bypasses its netdev's counters:
+	// there is nothing to check it against.)
+	if vm {
+		if crossed := itNetdevPackets(t, vmenv.NetdevA) - vethBefore; crossed == 0 {
+			t.Errorf("no packet left %s: the rxe0-rxe1 pairs did not cross the veth pair", vmenv.NetdevA)
+		} else {
+			t.Logf("%d packets crossed %s (rxe0 <-> rxe1)", crossed, vmenv.NetdevA)
+		}
 	}
 	var ops []string
 	for _, o := range itOpcodes {
@@ -1171,6 +1217,18 @@ func TestCQResizeWhilePolling(t *testing.T) {
 }
 
 // itCounters returns an rxe port's non-zero hardware counters.
+// itDriver is the kernel driver behind an RDMA device, for the log.
+func itDriver(dev string) string {
+	l, err := os.Readlink("/sys/class/infiniband/" + dev + "/device/driver")
+	if errors.Is(err, os.ErrNotExist) {
+		return "none: a software device"
+	}
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return l[strings.LastIndexByte(l, '/')+1:]
+}
+
 func itCounters(dev string) string {
 	dir := "/sys/class/infiniband/" + dev + "/ports/1/hw_counters/"
 	ents, err := os.ReadDir(dir)
