@@ -258,8 +258,8 @@ func goldenQP(t *testing.T, c *Context, k *fakeKernel, gq goldenQPRec, ahs map[s
 					if err := q.PostSend(wrs[:gp.BadWR]); err != nil {
 						t.Fatalf("%s: the %d work requests before the bad one: %v", name, gp.BadWR, err)
 					}
-					lastCtrl = int(q.sq.wqeStart[(q.sq.curPost-1)&(q.sq.wqeCnt-1)] & (q.sq.wqeCnt - 1))
-					for q.sq.wqeBlocks[lastCtrl] == 0 {
+					lastCtrl = int(q.sq.slots[(q.sq.curPost-1)&(q.sq.wqeCnt-1)].start & (q.sq.wqeCnt - 1))
+					for q.sq.slots[lastCtrl].blocks == 0 {
 						lastCtrl = (lastCtrl - 1) & int(q.sq.wqeCnt-1)
 					}
 				}

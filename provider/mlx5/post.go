@@ -115,7 +115,7 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 
 // check refuses what the WQE could not hold or the QP type cannot send.
 func (sq *sendQueue) check(wr *provider.SendWR) error {
-	if !opcodeAllowed(sq.typ, wr.Opcode) {
+	if wr.Opcode >= 32 || sq.ops&(1<<wr.Opcode) == 0 {
 		return fmt.Errorf("%w: opcode %v on a QP of type %d", provider.ErrBadWR, wr.Opcode, sq.typ)
 	}
 	if len(wr.SGL) > sq.maxGS {
@@ -301,13 +301,9 @@ func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, i
 
 	storeBE64(ctrl, uint64((sq.curPost&0xffff)<<8|uint32(mlx5Opcode[wr.Opcode]))<<32|uint64(uint32(size)|sq.qpn<<8))
 	blocks := uint32(size*16+wqeBB-1) / wqeBB
-	sq.wrid[idx] = wr.ID
-	sq.wqeHead[idx] = sq.head + nreq
-	sq.wqeStart[idx] = sq.curPost
-	sq.wqeBlocks[idx] = uint8(blocks)
-	sq.wcOpcode[idx] = wcOp
+	*sq.slot(idx) = sqSlot{wrID: wr.ID, head: sq.head + nreq, start: sq.curPost, opcode: wcOp, blocks: uint8(blocks)}
 	for k := uint32(1); k < blocks; k++ {
-		sq.wqeBlocks[(idx+k)&(sq.wqeCnt-1)] = 0
+		sq.slot(idx + k).blocks = 0
 	}
 	sq.curPost += blocks
 	return ctrl, size, inline
@@ -445,19 +441,28 @@ func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, pro
 		return 0, 0, 0, false
 	}
 	posted := atomic.LoadUint32(&sq.posted)
-	idx := uint32(wqeCounter) & (sq.wqeCnt - 1)
 	dist := (uint32(wqeCounter) - sq.tailBB) & 0xffff
-	if dist >= posted-sq.tailBB || sq.wqeBlocks[idx] == 0 || uint16(sq.wqeStart[idx]) != wqeCounter {
+	if dist >= posted-sq.tailBB {
 		return 0, 0, 0, false
 	}
-	wrID, op := sq.wrid[idx], sq.wcOpcode[idx]
+	idx := uint32(wqeCounter) & (sq.wqeCnt - 1)
+	s := sq.slot(idx)
+	if s.blocks == 0 || uint16(s.start) != wqeCounter {
+		return 0, 0, 0, false
+	}
 	status := provider.WCSuccess
 	if inline != nil {
 		status = sq.copyToWQE(idx, inline)
 	}
-	sq.tailBB = sq.wqeStart[idx] + uint32(sq.wqeBlocks[idx])
-	atomic.StoreUint32(&sq.tail, sq.wqeHead[idx]+1)
-	return wrID, op, status, true
+	sq.tailBB = s.start + uint32(s.blocks)
+	atomic.StoreUint32(&sq.tail, s.head+1)
+	return s.wrID, s.opcode, status, true
+}
+
+// slot returns the slot of block i modulo the ring (len(slots) is a
+// power of two), without a bounds check: the mask keeps it inside.
+func (sq *sendQueue) slot(i uint32) *sqSlot {
+	return (*sqSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.slots)), uintptr(i&uint32(len(sq.slots)-1))*unsafe.Sizeof(sqSlot{})))
 }
 
 // copyToWQE puts data the HCA scattered into the CQE (an RDMA READ or

@@ -491,7 +491,7 @@ func TestDoorbellOrBlueFlame(t *testing.T) {
 		// The last WQE's blocks, in ring order from its control segment.
 		last := start
 		for p := start; p != q.sq.curPost; p++ {
-			if q.sq.wqeBlocks[p&(q.sq.wqeCnt-1)] != 0 {
+			if q.sq.slots[p&(q.sq.wqeCnt-1)].blocks != 0 {
 				last = p
 			}
 		}
@@ -520,8 +520,8 @@ func TestDoorbellOrBlueFlame(t *testing.T) {
 			t.Errorf("case %d: more UAR bytes written than the %d expected", i, len(want))
 		}
 		for p := start; p != q.sq.curPost; p++ {
-			if b := p & (q.sq.wqeCnt - 1); q.sq.wqeBlocks[b] != 0 {
-				q.sq.completeSend(uint16(q.sq.wqeStart[b]), nil)
+			if b := p & (q.sq.wqeCnt - 1); q.sq.slots[b].blocks != 0 {
+				q.sq.completeSend(uint16(q.sq.slots[b].start), nil)
 			}
 		}
 	}

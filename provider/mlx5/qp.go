@@ -65,12 +65,20 @@ type sendQueue struct {
 	dumpFill   uint32 // lkey whose SGEs scatter-to-CQE data skips
 	life       *lifetime
 
-	// Per block index, for the completions.
-	wrid      []uint64
-	wqeHead   []uint32            // head after this WQE's list position: tail moves here + 1
-	wqeStart  []uint32            // curPost of the WQE starting at this block
-	wqeBlocks []uint8             // blocks the WQE takes; 0: no WQE starts here
-	wcOpcode  []provider.WCOpcode // for UMR WQEs, whose CQE does not say
+	ops uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
+
+	// Per block index, for the completions: one entry, one cache line
+	// for a post and its completion to touch. len(slots) is wqeCnt.
+	slots []sqSlot
+}
+
+// sqSlot is what a completion needs of the WQE starting at a block.
+type sqSlot struct {
+	wrID   uint64
+	head   uint32            // head after this WQE's list position: tail moves here + 1
+	start  uint32            // curPost of the WQE
+	opcode provider.WCOpcode // for UMR WQEs, whose CQE does not say
+	blocks uint8             // blocks the WQE takes; 0: no WQE starts here
 }
 
 // recvQueue is a QP's receive side: a ring of equal WQEs of data
@@ -278,14 +286,14 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 		sq.maxPost = sz.sqMaxPost
 		sq.maxGS = sz.sqMaxGS
 		sq.maxInline = sz.maxInline
-		n := int(sz.sqWqeCnt)
-		sq.wrid = make([]uint64, n)
-		sq.wqeHead = make([]uint32, n)
-		sq.wqeStart = make([]uint32, n)
-		sq.wqeBlocks = make([]uint8, n)
-		sq.wcOpcode = make([]provider.WCOpcode, n)
+		sq.slots = make([]sqSlot, sz.sqWqeCnt)
 	}
 	sq.typ = init.Type
+	for op := range provider.WROpcode(32) {
+		if opcodeAllowed(init.Type, op) {
+			sq.ops |= 1 << op
+		}
+	}
 	sq.dbrec = &q.db.words[abi.MLX5SndDBR]
 	sq.ethInline = c.ethMinInline
 	sq.atomics = c.atomics
