@@ -17,9 +17,12 @@ import (
 // pairTimeout bounds one server+client run.
 const pairTimeout = 4 * time.Minute
 
+// The result rows: numbers, or what C's printf makes of a NaN (perftest's
+// t_stdev squares an int and can overflow into "-nan").
 var (
-	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
-	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	num      = `(-?nan|inf|[\d.]+)`
+	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 7) + `\s*$`)
+	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 3) + `\s*$`)
 )
 
 // value reads a client's result row: t_typical for latency, the average

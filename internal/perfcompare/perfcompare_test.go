@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,6 +31,10 @@ func TestValue(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("value(%s) = %v, %v; want %v", tc.metric, got, err, tc.want)
 		}
+	}
+	nan := strings.Replace(lat, "4.20   ", "-nan   ", 1)
+	if got, err := value("lat", nan); err != nil || got != 33.5 {
+		t.Errorf("row with a -nan deviation: %v, %v", got, err)
 	}
 	if _, err := value("lat", bw); err == nil {
 		t.Error("a bandwidth row read as latency")
