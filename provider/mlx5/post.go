@@ -301,7 +301,14 @@ func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, i
 
 	storeBE64(ctrl, uint64((sq.curPost&0xffff)<<8|uint32(mlx5Opcode[wr.Opcode]))<<32|uint64(uint32(size)|sq.qpn<<8))
 	blocks := uint32(size*16+wqeBB-1) / wqeBB
-	*sq.slot(idx) = sqSlot{wrID: wr.ID, head: sq.head + nreq, start: sq.curPost, opcode: wcOp, blocks: uint8(blocks)}
+	// Field by field: a composite literal is built on the stack in
+	// narrow stores and copied in 16-byte loads that wait for them.
+	slot := sq.slot(idx)
+	slot.wrID = wr.ID
+	slot.head = sq.head + nreq
+	slot.start = sq.curPost
+	slot.opcode = wcOp
+	slot.blocks = uint8(blocks)
 	for k := uint32(1); k < blocks; k++ {
 		sq.slot(idx + k).blocks = 0
 	}
@@ -414,11 +421,12 @@ func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
 	if bf.needLock {
 		bf.mu.Lock()
 	}
-	if nreq == 1 && bf.uuarn != 0 && (inl || sq.preferBF) && size > 1 && size <= bf.bufSize/16 {
+	reg := unsafe.Add(sq.reg, bf.offset)
+	if nreq == 1 && (inl || sq.preferBF) && size > 1 && size <= sq.bfMaxDS {
 		blocks := (size*16 + wqeBB - 1) / wqeBB
-		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, bf.reg(), ctrl, blocks, sq.start, sq.end)
+		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, reg, ctrl, blocks, sq.start, sq.end)
 	} else {
-		ringDoorbell(sq.dbrec, sq.curPost&0xffff, bf.reg(), ctrl)
+		ringDoorbell(sq.dbrec, sq.curPost&0xffff, reg, ctrl)
 	}
 	if bf.bufSize != 0 {
 		bf.offset ^= bf.bufSize

@@ -59,6 +59,8 @@ type sendQueue struct {
 	typ        provider.QPType
 	dbrec      *uint32
 	bf         *bfreg
+	reg        unsafe.Pointer // bf's register (its first half), in the UAR mapping
+	bfMaxDS    int            // the largest WQE, in 16-byte units, a BlueFlame copy takes; 0: none
 	ethInline  int
 	atomics    bool
 	preferBF   bool   // BlueFlame for every single small WQE (MLX5_POST_SEND_PREFER_BF, default on)
@@ -353,6 +355,10 @@ func (q *QP) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 	q.qpn = qpn
 	q.sq.qpn = qpn
 	q.sq.bf = q.bf
+	q.sq.reg = unsafe.Add(q.bf.uar.base(), q.bf.regOff)
+	if q.bf.uuarn != 0 {
+		q.sq.bfMaxDS = q.bf.bufSize / 16
+	}
 	var sendC sendCompleter
 	var recvC recvCompleter
 	if q.sq.wqeCnt > 0 {

@@ -55,11 +55,6 @@ type bfreg struct {
 	offset int        // which half the next write goes to: 0 or bufSize
 }
 
-// reg is the address the next doorbell or BlueFlame copy goes to.
-func (b *bfreg) reg() unsafe.Pointer {
-	return unsafe.Add(b.uar.base(), b.regOff+b.offset)
-}
-
 // kernelOps is what the context needs from the uverbs file beyond the
 // commands package uverbs sends: mappings and the UAR object. The host
 // tests stand ordinary memory in for the device's pages.
