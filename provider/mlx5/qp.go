@@ -67,7 +67,8 @@ type sendQueue struct {
 	dumpFill   uint32 // lkey whose SGEs scatter-to-CQE data skips
 	life       *lifetime
 
-	ops uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
+	ops     uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
+	fastOps uint32 // the opcodes of ops check needs to look no further at (see check)
 
 	// Per block index, for the completions: one entry, one cache line
 	// for a post and its completion to touch. len(slots) is wqeCnt.
@@ -294,6 +295,13 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	for op := range provider.WROpcode(32) {
 		if opcodeAllowed(init.Type, op) {
 			sq.ops |= 1 << op
+		}
+	}
+	switch init.Type {
+	case abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeXRCIni:
+		sq.fastOps = sq.ops
+		if !c.atomics {
+			sq.fastOps &^= 1<<provider.WRAtomicCmpAndSwp | 1<<provider.WRAtomicFetchAndAdd
 		}
 	}
 	sq.dbrec = &q.db.words[abi.MLX5SndDBR]
