@@ -130,8 +130,14 @@ func TestPostRecvBadInput(t *testing.T) {
 func TestPostAfterClose(t *testing.T) {
 	c, _ := newTestContext(t, testResp())
 	q := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 4, MaxSendSGE: 1, MaxRecvWr: 4, MaxRecvSGE: 1})
+	if _, ok := c.HCACoreClock(); !ok {
+		t.Fatal("no clock page before Close")
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := c.HCACoreClock(); ok {
+		t.Error("HCACoreClock read the clock page after Close")
 	}
 	if err := q.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
 		t.Errorf("PostSend after Close: %v", err)

@@ -18,8 +18,8 @@ type revokingKernel struct{ *fakeKernel }
 
 func (k revokingKernel) munmap(b []byte) error { return unix.Mprotect(b, unix.PROT_NONE) }
 
-// TestPostRacingClose: posts on several QPs and arms of a CQ race the
-// context's Close, which revokes the UAR pages. Every operation either
+// TestPostRacingClose: posts on several QPs, arms of a CQ and clock reads
+// race the context's Close, which revokes the UAR and clock pages. Every operation either
 // completes before the pages go or fails with ErrClosed; none writes a
 // revoked page (that would fault). Run under -race it also checks the
 // lock-free send-completion path against the posting goroutines.
@@ -57,7 +57,7 @@ func postRacingClose(t *testing.T) {
 
 	var started sync.WaitGroup
 	var done sync.WaitGroup
-	errs := make(chan error, posters+1)
+	errs := make(chan error, posters+2)
 	worker := func(op func() error, retire func()) {
 		defer done.Done()
 		n := 0
@@ -96,9 +96,15 @@ func postRacingClose(t *testing.T) {
 		go worker(func() error { return q.PostSend(wrs) },
 			func() { q.sq.completeSend(uint16(q.sq.curPost-1), nil) })
 	}
-	started.Add(1)
-	done.Add(1)
+	started.Add(2)
+	done.Add(2)
 	go worker(func() error { return cq.Arm(false) }, nil)
+	go worker(func() error {
+		if _, ok := c.HCACoreClock(); !ok {
+			return provider.ErrClosed // the clock page is gone
+		}
+		return nil
+	}, nil)
 	started.Wait()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

@@ -138,7 +138,7 @@ func (l *lifetime) removeSQ(sq *sendQueue) {
 }
 
 // close shuts the data path: when it returns no post or arm is writing a
-// UAR and none will.
+// UAR (nor a clock read reading the clock page) and none will.
 func (l *lifetime) close() {
 	l.mu.Lock()
 	l.closed.Store(true)
@@ -255,9 +255,11 @@ func (c *Context) setup() error {
 // HCACoreClock reads the device's free-running clock from the page the
 // kernel maps (the two halves are read high, low, high, as libmlx5 does,
 // until the high half is stable). ok is false when the kernel offers no
-// clock page.
+// clock page, or once the context closed (Close unmaps the page).
 func (c *Context) HCACoreClock() (cycles uint64, ok bool) {
-	if c.coreClock == nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if c.life.closed.Load() || c.coreClock == nil {
 		return 0, false
 	}
 	p := unsafe.Pointer(&c.coreClock[c.coreClockOff])
