@@ -385,6 +385,48 @@ type CreateSRQ struct {
 	SRQLimit   uint32
 }
 
+// CreateXSRQ is struct ib_uverbs_create_xsrq: CREATE_SRQ with a type, and
+// for XRC SRQs the domain and the CQ their completions go to. The answer
+// is CreateSRQResp.
+type CreateXSRQ struct {
+	Response   uint64
+	UserHandle uint64
+	SRQType    uint32
+	PDHandle   uint32
+	MaxWr      uint32
+	MaxSGE     uint32
+	SRQLimit   uint32
+	MaxNumTags uint32
+	XRCDHandle uint32
+	CQHandle   uint32
+}
+
+// SRQ types (enum ib_uverbs_srq_type).
+const (
+	SRQTypeBasic = 0
+	SRQTypeXRC   = 1
+	SRQTypeTM    = 2
+)
+
+// OpenXRCD is struct ib_uverbs_open_xrcd. FD names the file whose inode
+// identifies a domain shared between processes, or is ^0 (-1) for a domain
+// of this context alone; OFlags are O_CREAT and O_EXCL.
+type OpenXRCD struct {
+	Response uint64
+	FD       uint32
+	OFlags   uint32
+}
+
+// OpenXRCDResp is struct ib_uverbs_open_xrcd_resp.
+type OpenXRCDResp struct {
+	XRCDHandle uint32
+}
+
+// CloseXRCD is struct ib_uverbs_close_xrcd.
+type CloseXRCD struct {
+	XRCDHandle uint32
+}
+
 // CreateSRQResp is struct ib_uverbs_create_srq_resp.
 type CreateSRQResp struct {
 	SRQHandle uint32
