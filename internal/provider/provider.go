@@ -178,6 +178,27 @@ type SRQContext interface {
 	NewSRQ(maxWr, maxSGE uint32) (SRQ, error)
 }
 
+// SRQType is a shared receive queue's kind (IB_UVERBS_SRQT_*).
+type SRQType uint8
+
+// SRQInit is what a provider needs to know to prepare an SRQ.
+type SRQInit struct {
+	Type   SRQType // abi.SRQTypeBasic or abi.SRQTypeXRC
+	MaxWr  uint32
+	MaxSGE uint32
+	// CQ is the provider half of the CQ an XRC SRQ's completions go to
+	// (nil for a basic SRQ, whose completions go to its QPs' CQs).
+	CQ CQ
+}
+
+// SRQTypeContext is implemented by provider contexts that create SRQs of
+// more than the basic type. uverbs prefers it to SRQContext; without it,
+// only basic SRQs are created. A provider refuses a type it does not
+// support with an error matching transport.ErrNotSupported.
+type SRQTypeContext interface {
+	NewTypedSRQ(init SRQInit) (SRQ, error)
+}
+
 // SRQ is a provider's half of a shared receive queue.
 type SRQ interface {
 	// CreateData returns the CREATE_SRQ driver request and a buffer for the
