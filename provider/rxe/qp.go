@@ -14,6 +14,12 @@ import (
 func (c *context) NewQP(init provider.QPInit) (provider.QP, error) {
 	switch init.Type {
 	case abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeUD:
+	case abi.QPTypeXRCIni:
+		return nil, transport.NotSupported("rxe: XRC_SEND QPs are not supported")
+	case abi.QPTypeXRCTgt:
+		return nil, transport.NotSupported("rxe: XRC_RECV QPs are not supported")
+	case abi.QPTypeRawPacket:
+		return nil, transport.NotSupported("rxe: RAW_PACKET QPs are not supported")
 	default:
 		return nil, transport.NotSupported("rxe: QP type %d", init.Type)
 	}

@@ -11,6 +11,18 @@ import (
 // NewSRQ implements provider.SRQContext.
 func (c *context) NewSRQ(maxWr, maxSGE uint32) (provider.SRQ, error) { return &srq{life: c.life}, nil }
 
+// NewTypedSRQ implements provider.SRQTypeContext: the rxe driver has no
+// XRC (nor tag-matching) SRQs.
+func (c *context) NewTypedSRQ(init provider.SRQInit) (provider.SRQ, error) {
+	switch init.Type {
+	case abi.SRQTypeBasic:
+		return c.NewSRQ(init.MaxWr, init.MaxSGE)
+	case abi.SRQTypeXRC:
+		return nil, transport.NotSupported("rxe: XRC SRQs are not supported")
+	}
+	return nil, transport.NotSupported("rxe: SRQ type %d", init.Type)
+}
+
 // srq is rxe's shared receive queue: one kernel ring mapped into the
 // process, replaced by a new mapping when the kernel resizes it.
 type srq struct {
