@@ -102,6 +102,7 @@ const (
 	// OpQueryGID covers the GID entry and table methods: a kernel has both
 	// or neither (rdma-core keys them on one bit too).
 	OpQueryGID
+	OpDestroyXRCD
 	opCount
 )
 
