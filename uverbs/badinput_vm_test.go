@@ -95,7 +95,9 @@ import (
 //	PD.CreateQP/closed
 //	PD.CreateQP/type 0
 //	PD.CreateQP/type 200
-//	PD.CreateQP/XRC without a domain
+//	PD.CreateQP/XRC_SEND on rxe
+//	PD.CreateQP/XRC_SEND with a RecvCQ
+//	PD.CreateQP/XRC_RECV in a PD
 //	PD.CreateQP/no CQs
 //	PD.CreateQP/no RecvCQ with an SRQ
 //	PD.CreateQP/SendCQ of another context
@@ -115,6 +117,14 @@ import (
 //	PD.CreateSRQ/MaxSGE 0
 //	PD.CreateSRQ/MaxWr beyond max_srq_wr
 //	PD.CreateSRQ/MaxSGE beyond max_srq_sge
+//	PD.CreateXRCSRQ/nil XRCD
+//	PD.CreateXRCSRQ/closed XRCD
+//	PD.CreateXRCSRQ/XRCD of another context
+//	PD.CreateXRCSRQ/nil CQ
+//	PD.CreateXRCSRQ/on rxe
+//	Context.OpenXRCD/on rxe
+//	Context.OpenXRCD/Exclusive without Create
+//	XRCD.Close/nil
 //	PD.RegisterBuffer/nil PD
 //	PD.RegisterBuffer/closed PD
 //	PD.RegisterBuffer/nil buffer
@@ -367,7 +377,12 @@ func badRows() []badRow {
 		{"PD.CreateQP/closed", ErrClosed, "PD", func(f *badFixture) (any, error) { return f.closedPD.CreateQP(f.qpAttr(QPTypeRC)) }},
 		{"PD.CreateQP/type 0", unix.EINVAL, "Type", func(f *badFixture) (any, error) { return f.pd.CreateQP(f.qpAttr(0)) }},
 		{"PD.CreateQP/type 200", unix.EINVAL, "Type", func(f *badFixture) (any, error) { return f.pd.CreateQP(f.qpAttr(200)) }},
-		{"PD.CreateQP/XRC without a domain", ErrNotSupported, "XRC", func(f *badFixture) (any, error) { return f.pd.CreateQP(f.qpAttr(QPTypeXRCSend)) }},
+		// rxe has no XRC: its provider refuses the type before the kernel.
+		{"PD.CreateQP/XRC_SEND on rxe", ErrNotSupported, "rxe: XRC_SEND", func(f *badFixture) (any, error) {
+			return f.pd.CreateQP(QPInitAttr{Type: QPTypeXRCSend, SendCQ: f.cq, Cap: QPCap{MaxSendWr: 4, MaxSendSGE: 1}})
+		}},
+		{"PD.CreateQP/XRC_SEND with a RecvCQ", unix.EINVAL, "no receive side", func(f *badFixture) (any, error) { return f.pd.CreateQP(f.qpAttr(QPTypeXRCSend)) }},
+		{"PD.CreateQP/XRC_RECV in a PD", ErrNotSupported, "XRC domain", func(f *badFixture) (any, error) { return f.pd.CreateQP(f.qpAttr(QPTypeXRCRecv)) }},
 		{"PD.CreateQP/no CQs", unix.EINVAL, "SendCQ", func(f *badFixture) (any, error) {
 			return f.pd.CreateQP(QPInitAttr{Type: QPTypeRC, Cap: QPCap{MaxSendWr: 1, MaxRecvWr: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		}},
@@ -433,6 +448,28 @@ func badRows() []badRow {
 		{"PD.CreateSRQ/MaxSGE beyond max_srq_sge", unix.EINVAL, "create_srq", func(f *badFixture) (any, error) {
 			return f.pd.CreateSRQ(SRQAttr{MaxWr: 4, MaxSGE: f.attr.MaxSRQSGE + 1})
 		}},
+		// rxe opens no XRC domain, so the XRCDs below are stand-ins that
+		// never reached the kernel: the checks they hit come before it.
+		{"PD.CreateXRCSRQ/nil XRCD", unix.EINVAL, "nil XRCD", func(f *badFixture) (any, error) {
+			return f.pd.CreateXRCSRQ(nil, f.cq, SRQAttr{MaxWr: 4, MaxSGE: 1})
+		}},
+		{"PD.CreateXRCSRQ/closed XRCD", ErrClosed, "XRCD", func(f *badFixture) (any, error) {
+			return f.pd.CreateXRCSRQ(&XRCD{ctx: f.c, closed: true, ref: &cleanupRef{}}, f.cq, SRQAttr{MaxWr: 4, MaxSGE: 1})
+		}},
+		{"PD.CreateXRCSRQ/XRCD of another context", unix.EINVAL, "XRCD belongs to another context", func(f *badFixture) (any, error) {
+			return f.pd.CreateXRCSRQ(&XRCD{ctx: f.other, ref: &cleanupRef{}}, f.cq, SRQAttr{MaxWr: 4, MaxSGE: 1})
+		}},
+		{"PD.CreateXRCSRQ/nil CQ", unix.EINVAL, "nil CQ", func(f *badFixture) (any, error) {
+			return f.pd.CreateXRCSRQ(&XRCD{ctx: f.c, ref: &cleanupRef{}}, nil, SRQAttr{MaxWr: 4, MaxSGE: 1})
+		}},
+		{"PD.CreateXRCSRQ/on rxe", ErrNotSupported, "rxe: XRC SRQs", func(f *badFixture) (any, error) {
+			return f.pd.CreateXRCSRQ(&XRCD{ctx: f.c, ref: &cleanupRef{}}, f.cq, SRQAttr{MaxWr: 4, MaxSGE: 1})
+		}},
+		{"Context.OpenXRCD/on rxe", ErrNotSupported, "open_xrcd", func(f *badFixture) (any, error) { return f.c.OpenXRCD(XRCDInit{}) }},
+		{"Context.OpenXRCD/Exclusive without Create", unix.EINVAL, "Exclusive", func(f *badFixture) (any, error) {
+			return f.c.OpenXRCD(XRCDInit{Exclusive: true})
+		}},
+		{"XRCD.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*XRCD)(nil).Close()) }},
 		{"PD.RegisterBuffer/nil PD", unix.EINVAL, "nil PD", func(f *badFixture) (any, error) { return (*PD)(nil).RegisterBuffer(f.buf, 0, 64, AccessLocalWrite) }},
 		{"PD.RegisterBuffer/closed PD", ErrClosed, "PD", func(f *badFixture) (any, error) { return f.closedPD.RegisterBuffer(f.buf, 0, 64, AccessLocalWrite) }},
 		{"PD.RegisterBuffer/nil buffer", unix.EINVAL, "nil buffer", func(f *badFixture) (any, error) { return f.pd.RegisterBuffer(nil, 0, 64, AccessLocalWrite) }},

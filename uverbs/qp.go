@@ -96,23 +96,38 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("uverbs: create_qp: %w", err)
 	}
 	c := pd.ctx
+	xrcSend := attr.Type == QPTypeXRCSend
 	switch attr.Type {
-	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPacket:
-	case QPTypeXRCSend, QPTypeXRCRecv:
-		return nil, fmt.Errorf("uverbs: create_qp: XRC QPs need an XRC domain: %w", ErrNotSupported)
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPacket, QPTypeXRCSend:
+	case QPTypeXRCRecv:
+		return nil, fmt.Errorf("uverbs: create_qp: XRC_RECV QPs are created in an XRC domain, not a PD: %w", ErrNotSupported)
 	default:
 		return nil, fmt.Errorf("uverbs: create_qp: Type %v is not a QP type: %w", attr.Type, unix.EINVAL)
 	}
-	if attr.SendCQ == nil || (attr.RecvCQ == nil && attr.SRQ == nil) {
-		return nil, fmt.Errorf("uverbs: create_qp: SendCQ and RecvCQ are required: %w", unix.EINVAL)
-	}
-	if attr.RecvCQ == nil {
-		return nil, fmt.Errorf("uverbs: create_qp: RecvCQ is required (also with an SRQ): %w", unix.EINVAL)
+	if xrcSend {
+		// An XRC send QP only sends: what it would receive goes to the SRQ
+		// its peer's work requests name, on the peer's side.
+		if attr.SendCQ == nil {
+			return nil, fmt.Errorf("uverbs: create_qp: SendCQ is required: %w", unix.EINVAL)
+		}
+		if attr.RecvCQ != nil || attr.SRQ != nil || attr.Cap.MaxRecvWr != 0 || attr.Cap.MaxRecvSGE != 0 {
+			return nil, fmt.Errorf("uverbs: create_qp: an XRC_SEND QP has no receive side: RecvCQ, SRQ, Cap.MaxRecvWr and MaxRecvSGE must be unset: %w", unix.EINVAL)
+		}
+	} else {
+		if attr.SendCQ == nil || (attr.RecvCQ == nil && attr.SRQ == nil) {
+			return nil, fmt.Errorf("uverbs: create_qp: SendCQ and RecvCQ are required: %w", unix.EINVAL)
+		}
+		if attr.RecvCQ == nil {
+			return nil, fmt.Errorf("uverbs: create_qp: RecvCQ is required (also with an SRQ): %w", unix.EINVAL)
+		}
 	}
 	for _, cq := range []struct {
 		field string
 		cq    *CQ
 	}{{"SendCQ", attr.SendCQ}, {"RecvCQ", attr.RecvCQ}} {
+		if cq.cq == nil {
+			continue // XRC_SEND's RecvCQ
+		}
 		if cq.cq.ctx != c {
 			return nil, fmt.Errorf("uverbs: create_qp: %s belongs to another context: %w", cq.field, unix.EINVAL)
 		}
@@ -139,7 +154,10 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		Type: provider.QPType(attr.Type), MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr,
 		MaxSendSGE: attr.Cap.MaxSendSGE, MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
 		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll,
-		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov,
+		SendCQ: attr.SendCQ.prov,
+	}
+	if attr.RecvCQ != nil {
+		init.RecvCQ = attr.RecvCQ.prov
 	}
 	if attr.SRQ != nil {
 		init.SRQ = attr.SRQ.prov
@@ -182,7 +200,11 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
 	q.Handle(abi.AttrCreateQPPDHandle, qp.pd.handle)
 	q.Handle(abi.AttrCreateQPSendCQHandle, attr.SendCQ.handle)
-	q.Handle(abi.AttrCreateQPRecvCQHandle, attr.RecvCQ.handle)
+	var recvCQHandle uint32
+	if attr.RecvCQ != nil {
+		recvCQHandle = attr.RecvCQ.handle
+		q.Handle(abi.AttrCreateQPRecvCQHandle, recvCQHandle)
+	}
 	iHandle := q.NewHandle(abi.AttrCreateQPHandle)
 	q.Const(abi.AttrCreateQPType, uint64(attr.Type))
 	q.U64(abi.AttrCreateQPUserHandle, qp.id)
@@ -208,7 +230,7 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	err := c.conn.IoctlOrWrite("create_qp", transport.OpCreateQP, q, func() error {
 		viaWrite = true
 		req := abi.CreateQP{
-			UserHandle: qp.id, PDHandle: qp.pd.handle, SendCQHandle: attr.SendCQ.handle, RecvCQHandle: attr.RecvCQ.handle,
+			UserHandle: qp.id, PDHandle: qp.pd.handle, SendCQHandle: attr.SendCQ.handle, RecvCQHandle: recvCQHandle,
 			MaxSendWr: kcap.MaxSendWr, MaxRecvWr: kcap.MaxRecvWr, MaxSendSGE: kcap.MaxSendSGE, MaxRecvSGE: kcap.MaxRecvSGE,
 			MaxInlineData: kcap.MaxInlineData, QPType: uint8(attr.Type),
 		}

@@ -16,6 +16,8 @@ import (
 // SRQ is a shared receive queue: receive buffers many QPs draw from.
 type SRQ struct {
 	pd     *PD
+	xrcd   *XRCD // XRC SRQs: the domain and CQ the kernel ties it to
+	cq     *CQ
 	handle uint32
 	maxWr  uint32
 	maxSGE uint32
@@ -42,38 +44,82 @@ const (
 
 // CreateSRQ creates a shared receive queue in the PD.
 func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	return pd.createSRQ("create_srq", attr, nil, nil)
+}
+
+// CreateXRCSRQ creates an XRC shared receive queue in the PD and the XRC
+// domain: XRC send QPs address it by its Number, the messages arrive
+// through an XRC receive QP of the domain, and their completions go to
+// cq. Devices without XRC (rxe) refuse with an error matching
+// ErrNotSupported.
+func (pd *PD) CreateXRCSRQ(xrcd *XRCD, cq *CQ, attr SRQAttr) (*SRQ, error) {
 	if err := pd.use(); err != nil {
-		return nil, fmt.Errorf("uverbs: create_srq: %w", err)
+		return nil, fmt.Errorf("uverbs: create_xsrq: %w", err)
+	}
+	if err := xrcd.use("create_xsrq", pd.ctx); err != nil {
+		return nil, err
+	}
+	if cq == nil {
+		return nil, invalid("create_xsrq", "nil CQ")
+	}
+	if cq.ctx != pd.ctx {
+		return nil, invalid("create_xsrq", "CQ belongs to another context")
+	}
+	if err := cq.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: create_xsrq: CQ: %w", err)
+	}
+	return pd.createSRQ("create_xsrq", attr, xrcd, cq)
+}
+
+func (pd *PD) createSRQ(verb string, attr SRQAttr, xrcd *XRCD, cq *CQ) (*SRQ, error) {
+	if err := pd.use(); err != nil {
+		return nil, fmt.Errorf("uverbs: %s: %w", verb, err)
 	}
 	if attr.MaxWr == 0 || attr.MaxSGE == 0 {
-		return nil, fmt.Errorf("uverbs: create_srq: MaxWr %d and MaxSGE %d must be positive: %w", attr.MaxWr, attr.MaxSGE, unix.EINVAL)
+		return nil, fmt.Errorf("uverbs: %s: MaxWr %d and MaxSGE %d must be positive: %w", verb, attr.MaxWr, attr.MaxSGE, unix.EINVAL)
 	}
 	c := pd.ctx
-	pc, ok := c.pctx.(provider.SRQContext)
-	if !ok {
-		return nil, fmt.Errorf("uverbs: create_srq: %s provider: %w", c.prov.Name(), ErrNotSupported)
+	init := provider.SRQInit{Type: abi.SRQTypeBasic, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE}
+	if xrcd != nil {
+		init.Type, init.CQ = abi.SRQTypeXRC, cq.prov
 	}
-	ps, err := pc.NewSRQ(attr.MaxWr, attr.MaxSGE)
+	var ps provider.SRQ
+	var err error
+	if tc, ok := c.pctx.(provider.SRQTypeContext); ok {
+		ps, err = tc.NewTypedSRQ(init)
+	} else if pc, ok := c.pctx.(provider.SRQContext); ok && xrcd == nil {
+		ps, err = pc.NewSRQ(attr.MaxWr, attr.MaxSGE)
+	} else {
+		err = ErrNotSupported
+	}
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: create_srq: %s provider: %w", c.prov.Name(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", verb, c.prov.Name(), err)
 	}
-	s := &SRQ{pd: pd, prov: ps, ref: &cleanupRef{}}
+	s := &SRQ{pd: pd, xrcd: xrcd, cq: cq, prov: ps, ref: &cleanupRef{}}
 	id := c.nextID.Add(1)
 	drvIn, drvOut := ps.CreateData()
-	var respMaxWr, respMaxSGE uint32
+	var respMaxWr, respMaxSGE, respSRQN uint32
 	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQCreate)
 	iHandle := q.NewHandle(abi.AttrCreateSRQHandle)
 	q.Handle(abi.AttrCreateSRQPDHandle, pd.handle)
+	if xrcd != nil {
+		q.Handle(abi.AttrCreateSRQXRCDHandle, xrcd.handle)
+		q.Handle(abi.AttrCreateSRQCQHandle, cq.handle)
+	}
 	q.U64(abi.AttrCreateSRQUserHandle, id)
 	q.U32(abi.AttrCreateSRQMaxWR, attr.MaxWr)
 	q.U32(abi.AttrCreateSRQMaxSGE, attr.MaxSGE)
 	q.U32(abi.AttrCreateSRQLimit, attr.SRQLimit)
-	q.Const(abi.AttrCreateSRQType, 0) // IB_UVERBS_SRQT_BASIC
+	q.Const(abi.AttrCreateSRQType, uint64(init.Type))
 	if c.async != nil {
 		q.FD(abi.AttrCreateSRQEventFD, int32(c.async.Fd()))
 	}
 	q.Out(abi.AttrCreateSRQRespMaxWR, asBytes(&respMaxWr))
 	q.Out(abi.AttrCreateSRQRespMaxSGE, asBytes(&respMaxSGE))
+	if xrcd != nil {
+		// The kernel answers the number only for XRC SRQs.
+		q.Out(abi.AttrCreateSRQRespSRQNum, asBytes(&respSRQN))
+	}
 	if len(drvIn) > 0 {
 		q.In(abi.AttrUHWIn, drvIn)
 	}
@@ -81,21 +127,29 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 		q.Out(abi.AttrUHWOut, drvOut)
 	}
 	viaWrite := false
-	err = c.conn.IoctlOrWrite("create_srq", transport.OpCreateSRQ, q, func() error {
+	err = c.conn.IoctlOrWrite(verb, transport.OpCreateSRQ, q, func() error {
 		viaWrite = true
-		req := abi.CreateSRQ{UserHandle: id, PDHandle: pd.handle, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit}
 		var resp abi.CreateSRQResp
-		if err := c.writeDriver("create_srq", abi.CmdCreateSRQ, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
+		var err error
+		if xrcd != nil {
+			req := abi.CreateXSRQ{UserHandle: id, SRQType: abi.SRQTypeXRC, PDHandle: pd.handle, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE,
+				SRQLimit: attr.SRQLimit, XRCDHandle: xrcd.handle, CQHandle: cq.handle}
+			err = c.writeDriver(verb, abi.CmdCreateXSRQ, asBytes(&req), drvIn, asBytes(&resp), drvOut)
+		} else {
+			req := abi.CreateSRQ{UserHandle: id, PDHandle: pd.handle, MaxWr: attr.MaxWr, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit}
+			err = c.writeDriver(verb, abi.CmdCreateSRQ, asBytes(&req), drvIn, asBytes(&resp), drvOut)
+		}
+		if err != nil {
 			return err
 		}
-		s.handle, respMaxWr, respMaxSGE, s.srqn = resp.SRQHandle, resp.MaxWr, resp.MaxSGE, resp.SRQN
+		s.handle, respMaxWr, respMaxSGE, respSRQN = resp.SRQHandle, resp.MaxWr, resp.MaxSGE, resp.SRQN
 		return nil
 	})
 	if err == nil && !viaWrite {
 		s.handle = uint32(q.Data(iHandle))
 	}
 	if err == nil {
-		s.maxWr, s.maxSGE = respMaxWr, respMaxSGE
+		s.maxWr, s.maxSGE, s.srqn = respMaxWr, respMaxSGE, respSRQN
 		if err = ps.Created(c.conn, s.handle, respMaxWr, respMaxSGE); err != nil {
 			destroySRQ(c, s.handle)
 		}
@@ -107,6 +161,14 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	runtime.AddCleanup(s, func(a srqCleanup) { a.run() }, srqCleanup{c, s.ref, s.handle, ps})
 	return s, nil
 }
+
+// Number returns the SRQ's number (srq_num): what XRC send work requests
+// carry to address an XRC SRQ. Basic SRQs have no number anyone uses; it
+// is 0 when the kernel did not report one.
+func (s *SRQ) Number() uint32 { return s.srqn }
+
+// XRCD returns the XRC domain of an XRC SRQ, nil for a basic one.
+func (s *SRQ) XRCD() *XRCD { return s.xrcd }
 
 // MaxWr and MaxSGE return the sizes the kernel granted.
 func (s *SRQ) MaxWr() uint32  { return s.maxWr }
