@@ -115,16 +115,20 @@ func goldenAHCheck(t *testing.T, c *Context, a goldenAH) *AH {
 }
 
 func goldenSRQ(t *testing.T, c *Context, gs goldenSRQRec) *SRQ {
+	init := provider.SRQInit{Type: abi.SRQTypeBasic, MaxWr: uint32(gs.Attr.MaxWr), MaxSGE: uint32(gs.Attr.MaxSGE)}
+	var xrcCQ *CQ
 	if gs.XRC != 0 {
-		// libmlx5's XRC SRQ took a user index (mlx5_create_srq_ex); goverbs
-		// creates no XRC SRQs (uverbs has no XRC domains), so the index is
-		// reserved as libmlx5 did for the QPs after it to match.
-		if _, err := c.allocUIdx(); err != nil {
+		// libmlx5's XRC SRQ took a user index and names a CQ; the index
+		// is in the driver request compared below.
+		pcq, err := c.NewCQ(16)
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Skip("XRC SRQs are not created by this provider (no XRC domains in uverbs)")
+		xrcCQ = pcq.(*CQ)
+		t.Cleanup(func() { xrcCQ.Destroyed() })
+		init.Type, init.CQ = abi.SRQTypeXRC, xrcCQ
 	}
-	p, err := c.NewSRQ(uint32(gs.Attr.MaxWr), uint32(gs.Attr.MaxSGE))
+	p, err := c.NewTypedSRQ(init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +138,18 @@ func goldenSRQ(t *testing.T, c *Context, gs goldenSRQRec) *SRQ {
 	copy(out, mustHex(t, gs.RespHex))
 	if err := s.Created(nil, 1, uint32(gs.Attr.MaxWr), uint32(gs.Attr.MaxSGE)); err != nil {
 		t.Fatal(err)
+	}
+	if xrcCQ != nil {
+		// Its completions name it by the user index libmlx5 gave it.
+		if s.uidx != uint32(gs.UIdx) || !s.hasUIdx {
+			t.Errorf("xrc srq: user index %d (taken %v), libmlx5 %d", s.uidx, s.hasUIdx, gs.UIdx)
+		}
+		xrcCQ.mu.Lock()
+		attached := xrcCQ.srqs[uint32(gs.UIdx)] == recvCompleter(s)
+		xrcCQ.mu.Unlock()
+		if !attached {
+			t.Errorf("xrc srq: not attached to its CQ under user index %d", gs.UIdx)
+		}
 	}
 	// wqe_cnt is the entries the HCA is given (tail+1); the wait queue
 	// libmlx5 lays out after them is never posted to.
@@ -569,6 +585,7 @@ type goldenSRQRec struct {
 	ReqHex  string       `json:"req_hex"`
 	RespHex string       `json:"resp_hex"`
 	SRQN    ju64         `json:"srqn"`
+	UIdx    int          `json:"uidx"`
 	WQECnt  int          `json:"wqe_cnt"`
 	Stride  int          `json:"stride"`
 	Head    int          `json:"head"`

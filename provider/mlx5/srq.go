@@ -35,8 +35,17 @@ type SRQ struct {
 	posted     []bool // the WQE at an index is the HCA's
 	userMaxWr  uint32
 	srqn       uint32
-	life       *lifetime
-	dumpFill   uint32
+	// An XRC SRQ's completions arrive on xrcCQ naming the SRQ rather
+	// than a QP of this process: by its user index under CQE version 1
+	// (uidx, taken from the context's table as libmlx5 does), else by its
+	// number. rsn is that name, attached tells Destroyed to detach it.
+	xrcCQ    *CQ
+	hasUIdx  bool
+	uidx     uint32
+	rsn      uint32
+	attached bool
+	life     *lifetime
+	dumpFill uint32
 }
 
 // srqSizes is libmlx5's mlx5_alloc_srq_buf arithmetic.
@@ -95,6 +104,40 @@ func (c *Context) NewSRQ(maxWr, maxSGE uint32) (provider.SRQ, error) {
 	return s, nil
 }
 
+// NewTypedSRQ implements provider.SRQTypeContext: basic SRQs, and XRC SRQs
+// as libmlx5's mlx5_create_srq_ex makes them (the same queue, plus a user
+// index and the CQ their completions go to).
+func (c *Context) NewTypedSRQ(init provider.SRQInit) (provider.SRQ, error) {
+	switch init.Type {
+	case abi.SRQTypeBasic:
+		return c.NewSRQ(init.MaxWr, init.MaxSGE)
+	case abi.SRQTypeXRC:
+	default:
+		return nil, transport.NotSupported("mlx5: SRQ type %d", init.Type)
+	}
+	cq, ok := init.CQ.(*CQ)
+	if !ok || cq == nil {
+		return nil, fmt.Errorf("mlx5: an XRC SRQ needs an mlx5 CQ, got %T: %w", init.CQ, errInvalid)
+	}
+	p, err := c.NewSRQ(init.MaxWr, init.MaxSGE)
+	if err != nil {
+		return nil, err
+	}
+	s := p.(*SRQ)
+	s.xrcCQ = cq
+	if c.cqeVersion == 0 {
+		s.req.UIdx = 0xffffff
+	} else {
+		if s.uidx, err = c.allocUIdx(); err != nil {
+			s.Destroyed()
+			return nil, err
+		}
+		s.hasUIdx = true
+		s.req.UIdx = s.uidx
+	}
+	return s, nil
+}
+
 func (s *SRQ) wqe(i uint32) unsafe.Pointer { return unsafe.Add(s.start, uintptr(i)<<s.shift) }
 
 func (s *SRQ) next(i uint32) uint32 { return uint32(readBE32(s.wqe(i)) & 0xffff) }
@@ -110,6 +153,17 @@ func (s *SRQ) CreateData() (in, out []byte) {
 // Created implements provider.SRQ.
 func (s *SRQ) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32) error {
 	s.srqn = s.resp.SRQN
+	if s.xrcCQ == nil {
+		return nil
+	}
+	s.rsn = s.srqn
+	if s.hasUIdx {
+		s.rsn = s.uidx
+	}
+	if err := s.xrcCQ.attachSRQ(s.rsn, s); err != nil {
+		return fmt.Errorf("mlx5: XRC SRQ %#x: %w", s.srqn, err)
+	}
+	s.attached = true
 	return nil
 }
 
@@ -127,11 +181,21 @@ func (s *SRQ) Modified(conn *transport.Conn, resized bool) error {
 
 // Destroyed implements provider.SRQ.
 func (s *SRQ) Destroyed() error {
+	// Detached before taking the SRQ's lock: a poller holds the CQ's
+	// while it completes into the SRQ.
+	if s.attached {
+		s.xrcCQ.detachSRQ(s.rsn)
+		s.attached = false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.start = nil
 	err := errors.Join(s.buf.free(), s.ctx.dbrecs.release(s.db))
 	s.db = dbRecord{}
+	if s.hasUIdx {
+		s.ctx.freeUIdx(s.uidx)
+		s.hasUIdx = false
+	}
 	return err
 }
 
