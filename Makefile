@@ -6,6 +6,7 @@
 #   make unit-arm64  the fast paths' tests built for arm64, run under qemu-user
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
+#   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
 #   make fuzz      every go test -fuzz target of the module for FUZZTIME each
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
 #   make soak      the load test for SOAK (default 1h) on 6.12
@@ -40,7 +41,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 fuzz vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -148,3 +149,10 @@ bench-mlx5:
 FUZZTIME ?= 5s
 fuzz:
 	$(GO) run ./internal/fuzzrun -time $(FUZZTIME)
+
+# ibperf and perftest side by side in the test VM, medians and Go/C ratios
+# (docs/performance.md has the method and the last run's table).
+PERF_KERNELS ?= 6.1,6.12
+PERF_REPS    ?= 5
+perfcompare: vmexec
+	$(GO) run ./internal/perfcompare -kernels $(PERF_KERNELS) -reps $(PERF_REPS) -o $(CURDIR)/.cache/perfcompare.md

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/leakcheck"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -118,6 +119,9 @@ func newBenchSyscalls(b *testing.B) *benchSyscalls {
 		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id}
 		attr.Size = uint32(unsafe.Sizeof(attr))
 		benchKeeper.fd, benchKeeper.err = unix.PerfEventOpen(&attr, os.Getpid(), -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if benchKeeper.err == nil {
+			leakcheck.Keep(benchKeeper.fd)
+		}
 	})
 	if benchKeeper.err != nil {
 		b.Fatalf("perf_event_open(raw_syscalls:sys_enter) on the main thread: %v", benchKeeper.err)

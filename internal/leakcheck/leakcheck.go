@@ -21,9 +21,18 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// kept holds descriptors a test binary keeps open on purpose until it exits.
+var kept sync.Map // fd number (string) -> true
+
+// Keep exempts fd from the check: a descriptor the test binary opens once
+// and keeps for its whole life on purpose (uverbs' benchmarks keep a perf
+// counter open so the kernel patches its syscall tracepoint only once).
+func Keep(fd int) { kept.Store(fmt.Sprint(fd), true) }
 
 // Snapshot is what the process holds at one moment.
 type Snapshot struct {
@@ -135,6 +144,9 @@ func fds() []string {
 	var out []string
 	for _, n := range names {
 		if n == fmt.Sprint(self) {
+			continue
+		}
+		if _, ok := kept.Load(n); ok {
 			continue
 		}
 		target, err := os.Readlink("/proc/self/fd/" + n)
