@@ -125,6 +125,10 @@ import (
 //	Context.OpenXRCD/on rxe
 //	Context.OpenXRCD/Exclusive without Create
 //	XRCD.Close/nil
+//	XRCD.CreateQP/nil
+//	XRCD.CreateQP/closed
+//	XRCD.CreateQP/type RC
+//	XRCD.CreateQP/with a CQ
 //	PD.RegisterBuffer/nil PD
 //	PD.RegisterBuffer/closed PD
 //	PD.RegisterBuffer/nil buffer
@@ -470,6 +474,18 @@ func badRows() []badRow {
 			return f.c.OpenXRCD(XRCDInit{Exclusive: true})
 		}},
 		{"XRCD.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*XRCD)(nil).Close()) }},
+		{"XRCD.CreateQP/nil", unix.EINVAL, "nil XRCD", func(f *badFixture) (any, error) {
+			return (*XRCD)(nil).CreateQP(QPInitAttr{Type: QPTypeXRCRecv})
+		}},
+		{"XRCD.CreateQP/closed", ErrClosed, "XRCD", func(f *badFixture) (any, error) {
+			return (&XRCD{ctx: f.c, closed: true, ref: &cleanupRef{}}).CreateQP(QPInitAttr{Type: QPTypeXRCRecv})
+		}},
+		{"XRCD.CreateQP/type RC", unix.EINVAL, "XRC_RECV QPs only", func(f *badFixture) (any, error) {
+			return (&XRCD{ctx: f.c, ref: &cleanupRef{}}).CreateQP(f.qpAttr(QPTypeRC))
+		}},
+		{"XRCD.CreateQP/with a CQ", unix.EINVAL, "no queues", func(f *badFixture) (any, error) {
+			return (&XRCD{ctx: f.c, ref: &cleanupRef{}}).CreateQP(QPInitAttr{Type: QPTypeXRCRecv, SendCQ: f.cq})
+		}},
 		{"PD.RegisterBuffer/nil PD", unix.EINVAL, "nil PD", func(f *badFixture) (any, error) { return (*PD)(nil).RegisterBuffer(f.buf, 0, 64, AccessLocalWrite) }},
 		{"PD.RegisterBuffer/closed PD", ErrClosed, "PD", func(f *badFixture) (any, error) { return f.closedPD.RegisterBuffer(f.buf, 0, 64, AccessLocalWrite) }},
 		{"PD.RegisterBuffer/nil buffer", unix.EINVAL, "nil buffer", func(f *badFixture) (any, error) { return f.pd.RegisterBuffer(nil, 0, 64, AccessLocalWrite) }},

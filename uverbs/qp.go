@@ -78,6 +78,7 @@ type QP struct {
 	sendCQ *CQ
 	recvCQ *CQ
 	srq    *SRQ
+	xrcd   *XRCD // XRC_RECV QPs: their domain (pd is then a stand-in)
 	prov   provider.QP
 	id     uint64
 
@@ -100,7 +101,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	switch attr.Type {
 	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPacket, QPTypeXRCSend:
 	case QPTypeXRCRecv:
-		return nil, fmt.Errorf("uverbs: create_qp: XRC_RECV QPs are created in an XRC domain, not a PD: %w", ErrNotSupported)
+		return nil, fmt.Errorf("uverbs: create_qp: XRC_RECV QPs are created in an XRC domain (XRCD.CreateQP), not a PD: %w", ErrNotSupported)
 	default:
 		return nil, fmt.Errorf("uverbs: create_qp: Type %v is not a QP type: %w", attr.Type, unix.EINVAL)
 	}
@@ -146,6 +147,36 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 			return nil, fmt.Errorf("uverbs: create_qp: Cap.MaxRecvWr and MaxRecvSGE must be 0 with an SRQ: %w", unix.EINVAL)
 		}
 	}
+	return pd.newQP(attr, nil)
+}
+
+// CreateQP creates an XRC receive QP (Type QPTypeXRCRecv) in the domain:
+// it has no queues, CQs or PD of its own; the messages that XRC send QPs
+// address to an XRC SRQ of the domain arrive through it. Devices without
+// XRC refuse with an error matching ErrNotSupported.
+func (x *XRCD) CreateQP(attr QPInitAttr) (*QP, error) {
+	if x == nil {
+		return nil, invalid("create_qp", "nil XRCD")
+	}
+	if err := x.use("create_qp", x.ctx); err != nil {
+		return nil, err
+	}
+	if err := x.ctx.check(); err != nil {
+		return nil, fmt.Errorf("uverbs: create_qp: %w", err)
+	}
+	if attr.Type != QPTypeXRCRecv {
+		return nil, invalid("create_qp", "Type %v: an XRC domain holds XRC_RECV QPs only", attr.Type)
+	}
+	if attr.SendCQ != nil || attr.RecvCQ != nil || attr.SRQ != nil || attr.Cap != (QPCap{}) || attr.SignalAll {
+		return nil, invalid("create_qp", "an XRC_RECV QP has no queues: SendCQ, RecvCQ, SRQ, Cap and SignalAll must be unset")
+	}
+	// The QP's verbs reach the context through qp.pd: a stand-in that
+	// names no kernel PD (create sends the domain's handle instead).
+	return (&PD{ctx: x.ctx, ref: &cleanupRef{}}).newQP(attr, x)
+}
+
+func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
+	c := pd.ctx
 	pc, ok := c.pctx.(provider.QPContext)
 	if !ok {
 		return nil, fmt.Errorf("uverbs: create_qp: %s provider: %w", c.prov.Name(), ErrNotSupported)
@@ -154,7 +185,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		Type: provider.QPType(attr.Type), MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr,
 		MaxSendSGE: attr.Cap.MaxSendSGE, MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
 		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll,
-		SendCQ: attr.SendCQ.prov,
+	}
+	if attr.SendCQ != nil {
+		init.SendCQ = attr.SendCQ.prov
 	}
 	if attr.RecvCQ != nil {
 		init.RecvCQ = attr.RecvCQ.prov
@@ -166,7 +199,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: create_qp: %s provider: %w", c.prov.Name(), err)
 	}
-	qp := &QP{pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, prov: pqp, id: c.nextID.Add(1), ref: &cleanupRef{}}
+	qp := &QP{pd: pd, xrcd: xrcd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, prov: pqp, id: c.nextID.Add(1), ref: &cleanupRef{}}
 	caps, err := qp.create(attr)
 	if err == nil {
 		qp.cap = caps
@@ -198,8 +231,20 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	var qpn uint32
 	// Attributes in rdma-core's order, so the bytes match libibverbs'.
 	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
-	q.Handle(abi.AttrCreateQPPDHandle, qp.pd.handle)
-	q.Handle(abi.AttrCreateQPSendCQHandle, attr.SendCQ.handle)
+	// An XRC receive QP names its domain instead of a PD and CQs (the
+	// kernel refuses those with it); the write form carries the domain in
+	// pd_handle.
+	pdHandle, sendCQHandle := qp.pd.handle, uint32(0)
+	if qp.xrcd != nil {
+		pdHandle = qp.xrcd.handle
+		q.Handle(abi.AttrCreateQPXRCDHandle, pdHandle)
+	} else {
+		q.Handle(abi.AttrCreateQPPDHandle, pdHandle)
+	}
+	if attr.SendCQ != nil {
+		sendCQHandle = attr.SendCQ.handle
+		q.Handle(abi.AttrCreateQPSendCQHandle, sendCQHandle)
+	}
 	var recvCQHandle uint32
 	if attr.RecvCQ != nil {
 		recvCQHandle = attr.RecvCQ.handle
@@ -230,7 +275,7 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	err := c.conn.IoctlOrWrite("create_qp", transport.OpCreateQP, q, func() error {
 		viaWrite = true
 		req := abi.CreateQP{
-			UserHandle: qp.id, PDHandle: qp.pd.handle, SendCQHandle: attr.SendCQ.handle, RecvCQHandle: recvCQHandle,
+			UserHandle: qp.id, PDHandle: pdHandle, SendCQHandle: sendCQHandle, RecvCQHandle: recvCQHandle,
 			MaxSendWr: kcap.MaxSendWr, MaxRecvWr: kcap.MaxRecvWr, MaxSendSGE: kcap.MaxSendSGE, MaxRecvSGE: kcap.MaxRecvSGE,
 			MaxInlineData: kcap.MaxInlineData, QPType: uint8(attr.Type),
 		}

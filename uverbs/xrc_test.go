@@ -148,7 +148,7 @@ func goldenXSRQCoreRequest(t *testing.T) []byte {
 }
 
 // TestXRCCommandEncoding checks the write() commands of OpenXRCD,
-// CreateXRCSRQ and an XRC_SEND CreateQP byte for byte: CREATE_XSRQ against
+// CreateXRCSRQ, XRC_SEND and XRC_RECV CreateQP byte for byte: CREATE_XSRQ against
 // what libibverbs sent for libmlx5's XRC SRQ (golden.json, recorded with
 // the same handles), the others against the kernel's structs.
 func TestXRCCommandEncoding(t *testing.T) {
@@ -238,6 +238,28 @@ func TestXRCCommandEncoding(t *testing.T) {
 	}
 	if qp.QPN() != 0x1234 || qp.Type() != QPTypeXRCSend {
 		t.Errorf("QP %#x of type %v", qp.QPN(), qp.Type())
+	}
+
+	rqp, err := x.CreateQP(QPInitAttr{Type: QPTypeXRCRecv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, req = k.last(t)
+	gotQP = *(*abi.CreateQP)(unsafe.Pointer(&req[0]))
+	gotQP.Response, gotQP.UserHandle = 0, 0
+	// The kernel reads the domain's handle from pd_handle for XRC_RECV.
+	wantQP = abi.CreateQP{PDHandle: 9, QPType: abi.QPTypeXRCTgt}
+	if cmd != abi.CmdCreateQP {
+		t.Errorf("create_qp: command %d, want %d", cmd, abi.CmdCreateQP)
+	}
+	if diff := cmp.Diff(wantQP, gotQP); diff != "" {
+		t.Errorf("XRC_RECV create_qp request (-want +got):\n%s", diff)
+	}
+	if err := rqp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, req = k.last(t); cmd != abi.CmdDestroyQP || binary.LittleEndian.Uint32(req[8:]) != 12 {
+		t.Errorf("XRC_RECV QP close: command %d handle %d, want %d and 12", cmd, binary.LittleEndian.Uint32(req[8:]), abi.CmdDestroyQP)
 	}
 
 	if err := x.Close(); err != nil {

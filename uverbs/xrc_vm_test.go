@@ -42,6 +42,11 @@ func TestXRCOnRXE(t *testing.T) {
 				t.Errorf("CreateXRCSRQ: %v, %v; want ErrNotSupported from the rxe provider", srq, err)
 			}
 
+			rqp, err := (&XRCD{ctx: f.c, ref: &cleanupRef{}}).CreateQP(QPInitAttr{Type: QPTypeXRCRecv})
+			if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "rxe: XRC_RECV QPs are not supported") {
+				t.Errorf("XRCD.CreateQP: %v, %v; want ErrNotSupported from the rxe provider", rqp, err)
+			}
+
 			// The basic SRQ still goes through the typed hook.
 			basic, err := f.pd.CreateSRQ(SRQAttr{MaxWr: 4, MaxSGE: 1})
 			if err != nil {
