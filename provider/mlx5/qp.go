@@ -119,7 +119,7 @@ func sqOverhead(t provider.QPType) (int, error) {
 	switch t {
 	case abi.QPTypeRC, abi.QPTypeUC:
 		return rcOverhead, nil
-	case abi.QPTypeXRCIni:
+	case abi.QPTypeXRCIni, abi.QPTypeXRCTgt:
 		return rcOverhead + xrcSegSize, nil
 	case abi.QPTypeUD:
 		return udOverhead, nil
@@ -137,6 +137,10 @@ func (c *Context) calcQPSizes(init provider.QPInit) (qpSizes, error) {
 	overhead, err := sqOverhead(init.Type)
 	if err != nil {
 		return s, err
+	}
+	if init.Type == abi.QPTypeXRCTgt && (init.MaxSendWr != 0 || init.MaxRecvWr != 0 || init.HasSRQ) {
+		// Its messages land in the XRC SRQs its senders name.
+		return s, fmt.Errorf("mlx5: an XRC_RECV QP has no queues (MaxSendWr %d, MaxRecvWr %d): %w", init.MaxSendWr, init.MaxRecvWr, errInvalid)
 	}
 	if init.MaxSendWr > 0 {
 		inlSize := 0
@@ -253,7 +257,9 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	r.RQWqeShift = sz.rqShift
 	if c.cqeVersion == 0 {
 		r.UIdx = 0xffffff
-	} else {
+	} else if init.Type != abi.QPTypeXRCTgt {
+		// An XRC receive QP's completions name the XRC SRQ, never the
+		// QP: libmlx5 gives it no user index (uidx 0).
 		if q.uidx, err = c.allocUIdx(); err != nil {
 			return nil, err
 		}
