@@ -161,7 +161,7 @@ func TestCreateBadCaps(t *testing.T) {
 		{"send WRs beyond the device", provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 1 << 16, MaxSendSGE: 1}, "MaxSendWr"},
 		{"recv WRs beyond the device", provider.QPInit{Type: abi.QPTypeRC, MaxRecvWr: 1<<15 + 1, MaxRecvSGE: 1}, "MaxRecvWr"},
 		{"recv SGEs beyond a WQE", provider.QPInit{Type: abi.QPTypeRC, MaxRecvWr: 1, MaxRecvSGE: 33}, "MaxRecvSGE"},
-		{"XRC receive QPs", provider.QPInit{Type: abi.QPTypeXRCTgt, MaxSendWr: 1}, "QP type"},
+		{"XRC receive QP with a send queue", provider.QPInit{Type: abi.QPTypeXRCTgt, MaxSendWr: 1}, "XRC_RECV QP has no queues (MaxSendWr"},
 	} {
 		if _, err := c.NewQP(tc.init); err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
 			t.Errorf("%s: err %v, want one naming %s", tc.name, err, tc.want)
