@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 	"github.com/goverbs/goverbs/internal/transport"
 )
 
@@ -179,24 +180,6 @@ type toolSide struct {
 	Capture  []capturedExchange
 }
 
-// listening reports whether a TCP socket listens on port.
-func listening(port int) bool {
-	want := fmt.Sprintf(":%04X ", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			fields := strings.Fields(l)
-			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // runPingpong runs tool as server on rxe0 and client on rxe1 with the shim.
 func runPingpong(t *testing.T, shim, tool string, port int, args []string, noIoctl bool) (server, client *toolSide) {
 	t.Helper()
@@ -222,7 +205,7 @@ func runPingpong(t *testing.T, shim, tool string, port int, args []string, noIoc
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- srv.Wait() }()
-	for !listening(port) {
+	for !vmproc.Listening(port) {
 		select {
 		case err := <-exited:
 			t.Fatalf("%s server exited before listening (%v):\n%s", tool, err, srvOut)

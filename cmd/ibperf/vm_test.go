@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // runTimeout bounds one side of a VM run.
@@ -62,48 +62,11 @@ func (s side) start(ctx context.Context, t *testing.T, name string, args []strin
 		t.Fatalf("start %s: %v", tool, err)
 	}
 	go func() {
-		err := cmd.Wait()
-		exit := 0
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			exit = ee.ExitCode()
-		case err != nil:
-			exit = -1
-			fmt.Fprintf(&errb, "\n[test: %v]", err)
-		}
+		exit, note := vmproc.ExitCode(cmd.Wait())
+		errb.WriteString(note)
 		done <- result{exit, out.String(), errb.String()}
 	}()
 	return done
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// listening reports whether a socket listens on TCP port, from /proc/net:
-// a probing connection would be the C server's one client.
-func listening(port int) bool {
-	want := fmt.Sprintf(":%04X ", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // The result rows: numbers, or what C's printf makes of a NaN (perftest's
@@ -129,7 +92,7 @@ func (tc pairCase) name() string {
 func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	port := freePort(t)
+	port := vmproc.FreePort(t)
 	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
 	up := make(chan struct{})
 	var ready func(net.Addr)
@@ -139,7 +102,7 @@ func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
 	if !tc.server.goSide {
 		go func() {
-			for ctx.Err() == nil && !listening(port) {
+			for ctx.Err() == nil && !vmproc.Listening(port) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			close(up)

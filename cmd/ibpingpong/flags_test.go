@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // flagRow is one invalid command line and what ibpingpong says: exit 1,
@@ -121,7 +123,7 @@ func TestFlagsBadValues(t *testing.T) {
 // (strtol reading "x" as 0, no range check), the test logs it.
 func TestFlagsBadValuesVM(t *testing.T) {
 	tools := requireVM(t)
-	closed := strconv.Itoa(freePort(t))
+	closed := strconv.Itoa(vmproc.FreePort(t))
 	accepted := 0
 	for _, r := range flagRows() {
 		t.Run(r.name, func(t *testing.T) {

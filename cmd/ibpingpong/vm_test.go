@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // runTimeout bounds one side of a VM run: 500 iterations take a few
@@ -67,51 +67,11 @@ func (s side) start(ctx context.Context, t *testing.T, k kind, args []string, re
 		t.Fatalf("start %s: %v", s.tool, err)
 	}
 	go func() {
-		err := cmd.Wait()
-		exit := 0
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			exit = ee.ExitCode()
-		case err != nil:
-			exit = -1
-			fmt.Fprintf(&errb, "\n[test: %v]", err)
-		}
+		exit, note := vmproc.ExitCode(cmd.Wait())
+		errb.WriteString(note)
 		done <- result{exit, out.String(), errb.String()}
 	}()
 	return done
-}
-
-// freePort returns a TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// listening reports whether a socket listens on TCP port (IPv4 or IPv6),
-// from /proc/net: probing with a connection would be the C server's one
-// client.
-func listening(port int) bool {
-	want := fmt.Sprintf(":%04X ", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			fields := strings.Fields(line)
-			// sl local_address rem_address st ...: st 0A is LISTEN.
-			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // output is a side's stdout, parsed.
@@ -174,7 +134,7 @@ func (tc interopCase) name() string {
 func (tc interopCase) run(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(vmproc.FreePort(t))
 	serverDev := tc.serverDev
 	if serverDev == "" {
 		serverDev = vmenv.RXE0
@@ -194,7 +154,7 @@ func (tc interopCase) run(t *testing.T) {
 	srvDone := tc.server.start(ctx, t, tc.k, append(append([]string{"-d", serverDev}, common...), tc.serverArgs...), ready)
 	if !tc.server.goSide {
 		go func() {
-			for ctx.Err() == nil && !listening(mustAtoi(port)) {
+			for ctx.Err() == nil && !vmproc.Listening(mustAtoi(port)) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			close(up)
@@ -368,7 +328,7 @@ func deviceFDs() int {
 // Go side adds the cause on a later line).
 func TestFailuresVM(t *testing.T) {
 	tools := requireVM(t)
-	closed := strconv.Itoa(freePort(t))
+	closed := strconv.Itoa(vmproc.FreePort(t))
 	for _, tc := range []struct {
 		k    kind
 		args []string
@@ -413,7 +373,7 @@ func TestAbortVM(t *testing.T) {
 		args []string
 	}{{"busy", nil}, {"events", []string{"-e"}}} {
 		t.Run(tc.name, func(t *testing.T) {
-			port := strconv.Itoa(freePort(t))
+			port := strconv.Itoa(vmproc.FreePort(t))
 			// A server that is never connected to.
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()

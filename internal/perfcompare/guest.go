@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // pairTimeout bounds one server+client run.
@@ -147,7 +149,7 @@ func (g *guest) pair(c benchCase, serverTool, clientTool string) (float64, error
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
-	for !listening(g.port) {
+	for !vmproc.Listening(g.port) {
 		select {
 		case err := <-srvDone:
 			return 0, fmt.Errorf("server ended before listening: %v: %s", err, srvOut)
@@ -175,23 +177,4 @@ func tail(s string) string {
 		l = l[len(l)-8:]
 	}
 	return strings.Join(l, "\n")
-}
-
-// listening reports whether a socket listens on TCP port, from /proc/net:
-// a probing connection would be perftest's one client.
-func listening(port int) bool {
-	want := fmt.Sprintf(":%04X ", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
-				return true
-			}
-		}
-	}
-	return false
 }

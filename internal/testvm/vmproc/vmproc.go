@@ -1,0 +1,61 @@
+// Package vmproc holds what the VM tests and tools need to run a server and
+// a client side by side in the guest: a free TCP port, whether a server
+// listens yet, and the exit status of a finished process.
+package vmproc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// FreePort returns a TCP port nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Listening reports whether a socket listens on TCP port (IPv4 or IPv6),
+// from /proc/net: probing with a connection would be taken by a C server
+// (rdma-core's examples, perftest) as its one client.
+func Listening(port int) bool {
+	want := fmt.Sprintf(":%04X ", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			// sl local_address rem_address st ...: st 0A is LISTEN.
+			if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ExitCode turns what exec.Cmd.Wait returned into an exit status: the
+// process's own, 0 for success, or -1 with a note for the output when the
+// process could not be waited for at all.
+func ExitCode(err error) (code int, note string) {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.As(err, &ee):
+		return ee.ExitCode(), ""
+	default:
+		return -1, fmt.Sprintf("\n[test: %v]", err)
+	}
+}
