@@ -99,33 +99,11 @@ var spec = cli.Spec{
 }
 
 // ErrUsage is wrapped by every command-line error.
-var ErrUsage = errors.New("usage")
+var ErrUsage = cli.ErrUsage
 
 // UsageError is a command line that cannot run: run prints it and the
-// usage and exits 1, as the C examples do.
-type UsageError struct {
-	Option string // the option as spelled, "" when not about one option
-	Msg    string
-	Err    error // the cause, a *cli.NumberError or *cli.OptionError; then Msg is empty
-}
-
-func (e *UsageError) Error() string {
-	s := e.Msg
-	if e.Err != nil {
-		s = e.Err.Error()
-	}
-	if e.Option != "" {
-		s = e.Option + ": " + s
-	}
-	return s
-}
-
-func (e *UsageError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrUsage, e.Err}
-	}
-	return []error{ErrUsage}
-}
+// usage and exits 1, as the C tools do.
+type UsageError = cli.UsageError
 
 // errHelp is returned for -h/--help: usage on stdout, exit 0.
 var errHelp = errors.New("help requested")
