@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/guardmem"
 	"github.com/goverbs/goverbs/internal/provider"
 )
 
@@ -23,21 +24,7 @@ import (
 // PROT_NONE page on each side.
 func guardedMem(t testing.TB, size int) []byte {
 	t.Helper()
-	page := os.Getpagesize()
-	pages := (size + page - 1) / page
-	region, err := unix.Mmap(-1, 0, (pages+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(region) })
-	if err := unix.Mprotect(region[:page], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	end := (pages + 1) * page
-	if err := unix.Mprotect(region[end:], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	return region[end-size : end : end]
+	return guardmem.Tail(t, size)
 }
 
 // testCQ is a CQ over a guarded ring, its doorbell record and a fake UAR

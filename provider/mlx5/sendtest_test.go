@@ -1,13 +1,11 @@
 package mlx5
 
 import (
-	"os"
 	"testing"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/guardmem"
 )
 
 // The send side's host tests run over memory that faults outside the
@@ -18,20 +16,8 @@ import (
 // pages and returns exactly the usable pages.
 func guardedPages(t testing.TB, n int) []byte {
 	t.Helper()
-	page := os.Getpagesize()
-	pages := (n + page - 1) / page
-	region, err := unix.Mmap(-1, 0, (pages+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(region) })
-	if err := unix.Mprotect(region[:page], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mprotect(region[(pages+1)*page:], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	return region[page : (pages+1)*page : (pages+1)*page]
+	pages, _ := guardmem.Map(t, n)
+	return pages
 }
 
 // guardedAlloc is a Context.allocBuf whose buffers sit between guard

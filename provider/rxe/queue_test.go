@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/guardmem"
 	"github.com/goverbs/goverbs/internal/provider"
 )
 
@@ -33,22 +34,9 @@ type guarded struct {
 
 func newGuarded(t testing.TB, log2 uint32, mask uint32) *guarded {
 	t.Helper()
-	page := os.Getpagesize()
 	used := headerSize + int(mask+1)<<log2
-	pages := (used + page - 1) / page
-	region, err := unix.Mmap(-1, 0, (pages+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(region) })
-	if err := unix.Mprotect(region[:page], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	end := (pages + 1) * page
-	if err := unix.Mprotect(region[end:], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	mem := region[end-used : end : end]
+	pages, region := guardmem.Map(t, used)
+	mem := pages[len(pages)-used:]
 	q := &queue{mem: mem, hdr: (*abi.RXEQueueBuf)(unsafe.Pointer(&mem[0]))}
 	q.hdr.Log2ElemSize, q.hdr.IndexMask = log2, mask
 	q.elemSize = 1 << log2
