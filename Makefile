@@ -66,6 +66,9 @@ unit:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	GOVERBS_REQUIRE_LIBMLX5=1 $(GO) test $(PKGS)
+	# The mlx5 provider on the software HCA (loopback integrity, posts racing
+	# Close) under the race detector.
+	$(GO) test -count=1 -race ./provider/mlx5/...
 
 # The arm64 doorbell/BlueFlame assembly and the lock-free rings run under
 # qemu-user: the golden, encoder and loopback tests of mlx5 and the rxe
