@@ -212,6 +212,18 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"ibperf", "read_bw", "-o", "4", "-n", "30000"}, func(c *config) {
 			c.outReads, c.iters, c.noPeak, c.inline, c.cqMod = 4, 30000, true, 0, 1
 		}},
+		// Duration runs: the margin defaults to a quarter (rounded down),
+		// no peak, and -n sizes nothing (perftest accepts both, -D wins).
+		{[]string{"ibperf", "write_bw", "-D", "2"}, func(c *config) {
+			c.duration, c.margin, c.noPeak = 2, 0, true
+		}},
+		{[]string{"ibperf", "write_lat", "-D", "10", "-n", "100"}, func(c *config) {
+			c.duration, c.margin, c.iters, c.noPeak = 10, 2, 100, true
+		}},
+		{[]string{"ibperf", "send_bw", "--duration", "8", "--margin", "1", "-n", "5", "-s", "64"}, func(c *config) {
+			c.duration, c.margin, c.noPeak, c.iters, c.size, c.reqSize, c.cqMod = 8, 1, true, 5, 64, true, defCQMod
+		}},
+		{[]string{"ibperf", "read_lat", "-f", "2"}, func(c *config) { c.margin = 2 }},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			got, _, err := parseArgs(tc.args)
@@ -266,7 +278,12 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"ibperf", "write_bw", "-s", "0"}, "-s"},
 		{[]string{"ibperf", "write_lat", "-e"}, "-e"},
 		{[]string{"ibperf", "write_lat", "--use-srq"}, "--use-srq"},
-		{[]string{"ibperf", "write_lat", "-D", "5"}, "-D"},
+		{[]string{"ibperf", "write_lat", "-D", "0"}, "-D"},
+		{[]string{"ibperf", "write_lat", "-D", "4", "-f", "2"}, "-f"}, // DURATION > 2*MARGIN
+		{[]string{"ibperf", "write_lat", "-f", "3"}, "-f"},            // against perftest's default 5 s
+		{[]string{"ibperf", "write_lat", "-f", "-1"}, "-f"},
+		{[]string{"ibperf", "write_bw", "-D", "2", "-a"}, "-D"},
+		{[]string{"ibperf", "send_lat", "-D", "2"}, "-D"}, // not implemented by ibperf
 		{[]string{"ibperf", "write_lat", "-N"}, "-N"},
 		{[]string{"ibperf", "write_lat", "-c", "UD"}, ""},
 		{[]string{"ibperf", "read_bw", "-c", "UC"}, ""},
@@ -347,7 +364,16 @@ func TestReportFormats(t *testing.T) {
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("Gb/s row under 0.1 (REPORT_FMT_EXT) (-want +got):\n%s", diff)
 	}
-	line := fmt.Sprintf(reportFmtLat, 2, 1000, 30.5, 200.25, 33.5, 35.0, 4.2, 60.0, 190.0)
+	lat, tps := latDuration(2e9, 1000, 1000, 2)
+	if diff := cmp.Diff([2]float64{1000, 500}, [2]float64{lat, tps}); diff != "" {
+		t.Errorf("latDuration (-want +got):\n%s", diff)
+	}
+	line := fmt.Sprintf(reportFmtLatDur, 2, 1234, 12.5, 40000.0)
+	want = " 2" + strings.Repeat(" ", 13) + "1234" + strings.Repeat(" ", 12) + "12.50  " + strings.Repeat(" ", 8) + "40000.00\n"
+	if diff := cmp.Diff(want, line); diff != "" {
+		t.Errorf("lat duration row (-want +got):\n%s", diff)
+	}
+	line = fmt.Sprintf(reportFmtLat, 2, 1000, 30.5, 200.25, 33.5, 35.0, 4.2, 60.0, 190.0)
 	want = " 2       1000          30.50          200.25       33.50    \t       35.00       \t4.20   \t\t60.00   \t\t190.00 \n"
 	if diff := cmp.Diff(want, line); diff != "" {
 		t.Errorf("lat row (-want +got):\n%s", diff)

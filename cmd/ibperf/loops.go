@@ -129,8 +129,23 @@ func (p *perf) runLat(ctx context.Context) error {
 				return err
 			}
 		}
-		p.tposted = make([]uint64, c.iters)
 		var err error
+		if c.duration > 0 {
+			p.tposted, p.tcompleted = make([]uint64, 1), make([]uint64, 1)
+			var sampled int
+			switch c.test.verb {
+			case verbWrite:
+				sampled, err = p.latWriteTimed(ctx, size)
+			default:
+				sampled, err = p.latReadTimed(ctx, size)
+			}
+			if err != nil {
+				return err
+			}
+			p.printLatDurationReport(size, sampled)
+			continue
+		}
+		p.tposted = make([]uint64, c.iters)
 		switch c.test.verb {
 		case verbWrite:
 			err = p.latWrite(ctx, size)
@@ -222,6 +237,81 @@ func (p *perf) latWrite(ctx context.Context, size int) error {
 		}
 	}
 	return nil
+}
+
+// latWriteTimed is run_iter_lat_write for a duration run: the same
+// ping-pong until the clock ends, with no timestamps per message; it
+// returns the completions of the sample. Either side may end first: the
+// other stops spinning on the peer's write when its own clock ends.
+func (p *perf) latWriteTimed(ctx context.Context, size int) (int, error) {
+	defer p.lockThread()()
+	c := p.cfg
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	wr[0].Flags |= uverbs.SendSignaled
+	mem := p.buf.Bytes()
+	postByte := &mem[size-1]
+	pollOff := p.buffSize*c.numQPs + size - 1
+	pollWord := (*uint32)(unsafe.Pointer(&mem[pollOff&^3]))
+	shift := uint(pollOff&3) * 8
+	var wc [1]uverbs.WC
+	var scnt, rcnt, sampled int
+	server := !p.isClient()
+	dur := p.startDuration()
+	defer dur.stop()
+	for !dur.ended() {
+		if !(scnt < 1 && server) {
+			rcnt++
+			want := uint32(byte(rcnt))
+			for spins := 1; (atomic.LoadUint32(pollWord)>>shift)&0xff != want && !dur.ended(); spins++ {
+				if spins%spinCheck == 0 {
+					p.relax()
+				}
+				if spins%checkEvery == 0 && ctx.Err() != nil {
+					return 0, p.fail(errAborted, "write_lat: waiting for the peer's write %d", rcnt)
+				}
+			}
+		}
+		scnt++
+		*postByte = byte(scnt)
+		if err := p.qps[0].PostSend(wr[:]); err != nil {
+			return 0, p.fail(err, "Couldn't post send: scnt=%d", scnt)
+		}
+		if dur.ended() {
+			break
+		}
+		if err := p.pollOne(ctx, p.sendCQ, wc[:], "send"); err != nil {
+			return 0, err
+		}
+		if dur.sampling() {
+			sampled++
+		}
+	}
+	return sampled, nil
+}
+
+// latReadTimed is run_iter_lat (read_lat, atomic_lat) for a duration run.
+func (p *perf) latReadTimed(ctx context.Context, size int) (int, error) {
+	defer p.lockThread()()
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	wr[0].Flags |= uverbs.SendSignaled
+	var wc [1]uverbs.WC
+	sampled := 0
+	dur := p.startDuration()
+	defer dur.stop()
+	for scnt := 1; !dur.ended(); scnt++ {
+		if err := p.qps[0].PostSend(wr[:]); err != nil {
+			return 0, p.fail(err, "Couldn't post send: scnt=%d", scnt)
+		}
+		if err := p.pollOne(ctx, p.sendCQ, wc[:], "send"); err != nil {
+			return 0, err
+		}
+		if dur.sampling() {
+			sampled++
+		}
+	}
+	return sampled, nil
 }
 
 // latRead is run_iter_lat (read_lat, atomic_lat): post, wait for the
@@ -417,28 +507,38 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 	}
 	var wcs [pollBatch]uverbs.WC
 	totS, totC := 0, 0
-	if !peak {
+	// A duration run posts until its clock ends and counts the messages
+	// completed during its sample.
+	dur := p.startDuration()
+	defer dur.stop()
+	timed := dur != nil
+	sampled := 0
+	if !peak && !timed {
 		p.tposted[0] = cycles()
 	}
 	spins := 0
-	for totS < tot || totC < tot {
+	for (!timed && (totS < tot || totC < tot)) || (timed && !dur.ended()) {
 		for i := range qs {
 			q := &qs[i]
-			for q.scnt < c.iters && q.scnt-q.ccnt+pl <= c.txDepth {
-				n := min(pl, c.iters-q.scnt)
+			for (timed || q.scnt < c.iters) && q.scnt-q.ccnt+pl <= c.txDepth {
+				n := pl
+				if !timed {
+					n = min(pl, c.iters-q.scnt)
+				}
 				wrs := q.wrs[:n]
 				for j := range wrs {
 					q.unsignaled++
 					idx := q.scnt + j
 					var signal bool
+					last := !timed && idx == c.iters-1
 					if perftestMode {
 						if pl == 1 {
-							signal = (idx+1)%cqMod == 0 || idx == c.iters-1
+							signal = (idx+1)%cqMod == 0 || last
 						} else {
 							signal = (j+1)%cqMod == 0
 						}
 					} else {
-						signal = j == n-1 || idx == c.iters-1
+						signal = j == n-1 || last
 					}
 					if signal {
 						wrs[j].Flags |= uverbs.SendSignaled
@@ -453,6 +553,9 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 					for j := 0; j < n; j++ {
 						p.tposted[totS+j] = t
 					}
+				}
+				if dur.ended() {
+					break
 				}
 				if err := p.qps[i].PostSend(wrs); err != nil {
 					return bwReport{}, p.fail(err, "Couldn't post send: qp %d scnt=%d ", i, q.scnt)
@@ -469,7 +572,7 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				totS += n
 			}
 		}
-		if totC < tot {
+		if (!timed && totC < tot) || (timed && totC < totS) {
 			ne, err := p.sendCQ.Poll(wcs[:])
 			if err != nil {
 				return bwReport{}, p.fail(err, "poll CQ failed")
@@ -495,6 +598,9 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				}
 				qi, covers := int(wc.ID&0xffffffff), int(wc.ID>>32)
 				qs[qi].ccnt += covers
+				if dur.sampling() {
+					sampled += covers
+				}
 				if peak {
 					for j := 0; j < covers && totC+j < tot; j++ {
 						p.tcompleted[totC+j] = t
@@ -503,6 +609,9 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				totC += covers
 			}
 		}
+	}
+	if timed {
+		return p.bwResult(size, sampled, false, pl, cqMod), nil
 	}
 	if !peak {
 		p.tcompleted[0] = cycles()
@@ -535,7 +644,13 @@ func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
 	p.tposted, p.tcompleted = make([]uint64, 1), make([]uint64, 1)
 	repost := make([]int, nqp) // per poll: receives due per QP
 	spins := 0
-	for rcnt < tot {
+	// A duration run's clock starts at the first message, and every
+	// receive is reposted until it ends.
+	timed := c.duration > 0
+	var dur *durationClock
+	defer func() { dur.stop() }()
+	sampled := 0
+	for (!timed && rcnt < tot) || (timed && !dur.ended()) {
 		ne, err := p.recvCQ.Poll(wcs[:])
 		if err != nil {
 			return bwReport{}, p.fail(err, "Poll Receive CQ failed")
@@ -550,7 +665,11 @@ func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
 			continue
 		}
 		if rcnt == 0 {
-			p.tposted[0] = cycles()
+			if timed {
+				dur = p.startDuration()
+			} else {
+				p.tposted[0] = cycles()
+			}
 		}
 		for k := 0; k < ne; k++ {
 			wc := &wcs[k]
@@ -559,20 +678,30 @@ func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
 					int(wc.Status), wc.ID, wc.VendorErr, rcnt)
 			}
 			rcnt++
-			if qi := int(wc.ID); next[qi] < c.iters {
+			if dur.sampling() {
+				sampled++
+			}
+			if qi := int(wc.ID); timed || next[qi] < c.iters {
 				repost[qi]++
 			}
 		}
 		// Repost what completed, one list per QP: receives cost no system
 		// call, so perftest's one-at-a-time reposting is kept in spirit.
 		for qi := range repost {
-			if n := min(repost[qi], c.iters-next[qi]); n > 0 {
+			n := repost[qi]
+			if !timed {
+				n = min(n, c.iters-next[qi])
+			}
+			if n > 0 {
 				if next[qi], err = p.postRecvs(qi, n, next[qi], size, wrs, sges); err != nil {
 					return bwReport{}, p.fail(err, "Couldn't post recv Qp=%d rcnt=%d", qi, rcnt)
 				}
 			}
 			repost[qi] = 0
 		}
+	}
+	if timed {
+		return p.bwResult(size, sampled, false, 1, 1), nil
 	}
 	p.tcompleted[0] = cycles()
 	return p.bwResult(size, tot, false, 1, 1), nil

@@ -112,6 +112,8 @@ const (
 	defPageSize         = 4096
 	minRNRTimer         = 12
 	defHopLimit         = 0xff // the GRH hop limit perftest sets on the path
+	defDuration         = 5    // DEF_DURATION: the seconds that -f is checked against without -D
+	defMargin           = -1   // DEF_INIT_MARGIN: a quarter of the duration
 	perftestVersion     = "6.06"
 	oldestPeerVersion   = 5.70
 	defaultPostListGo   = 32 // ibperf's own bandwidth default: one doorbell per 32 messages
@@ -151,6 +153,7 @@ type config struct {
 	cqMod      int
 	reqCQMod   bool
 	duration   int // -D seconds; 0: iterations
+	margin     int // -f seconds at each end of a duration run left out of the sample; -1: duration/4
 	gbits      bool
 	noPeak     bool
 	lockThread bool // ibperf only: lock the polling goroutine to its OS thread
@@ -161,7 +164,7 @@ type config struct {
 func defaults(t test) config {
 	c := config{test: t, tcpPort: defaultTCPPort, ibPort: 1, size: defSizeLat, txDepth: defTxLat,
 		qpTimeout: defQPTimeout, gidIdx: -1, numQPs: 1, inline: -1, rxDepth: defRxRDMA,
-		cqMod: defCQMod, iters: defIters, postList: 1, atomic: atomicFAA}
+		cqMod: defCQMod, iters: defIters, postList: 1, atomic: atomicFAA, margin: defMargin}
 	if t.kind == kindBW {
 		c.size, c.txDepth = defSizeBW, defTxBW
 	}
@@ -261,7 +264,7 @@ var spec = func() cli.Spec {
 var unsupportedShort = map[byte]string{
 	'e': "completion events", 'X': "completion event vectors", 'g': "multicast", 'z': "rdma_cm address exchange",
 	'R': "rdma_cm QPs", 'T': "type of service", 'L': "hop limit", 'M': "multicast GIDs", 'b': "bidirectional tests",
-	'C': "cycle reports", 'H': "histograms", 'U': "unsorted reports", 'O': "dual-port tests", 'f': "duration margins",
+	'C': "cycle reports", 'H': "histograms", 'U': "unsorted reports", 'O': "dual-port tests",
 	'B': "raw Ethernet", 'E': "raw Ethernet", 'J': "raw Ethernet", 'j': "raw Ethernet", 'K': "raw Ethernet",
 	'k': "raw Ethernet", 'Y': "raw Ethernet", 'w': "bandwidth limits", 'y': "message rate limits",
 	'Z': "raw Ethernet", 'P': "raw Ethernet", 'v': "MAC forwarding", 'G': "RSS", 'W': "performance counters",
@@ -408,6 +411,8 @@ func parseArgs(args []string) (config, []string, error) {
 			c.reqPost = true
 		case 'D':
 			c.duration, err = num(1, 1<<20)
+		case 'f':
+			c.margin, err = num(0, 1<<20)
 		case 'N':
 			if t.kind == kindLat {
 				err = refuse("NoPeak only valid for BW tests")
@@ -441,9 +446,6 @@ func parseArgs(args []string) (config, []string, error) {
 	}
 	if c.conn == connUC && (c.test.verb == verbRead || c.test.verb == verbAtomic) {
 		return c, nil, &UsageError{Msg: fmt.Sprintf("UC connection not possible in %s", c.test.name)}
-	}
-	if c.duration > 0 {
-		return c, nil, &UsageError{Option: "-D", Msg: "duration runs: not supported by ibperf (use -n)"}
 	}
 	n, err := c.forceDependencies()
 	return c, append(notes, n...), err
@@ -487,20 +489,44 @@ func (c *config) forceDependencies() ([]string, error) {
 			return nil, &UsageError{Option: "-a", Msg: "message size cannot be changed for Atomic tests"}
 		}
 	}
-	if c.tx() > c.iters {
-		c.txDepth = c.iters
+	// A duration run has no iteration count: perftest sizes nothing by
+	// it, and -D overrides -n.
+	if c.duration == 0 {
+		if c.tx() > c.iters {
+			c.txDepth = c.iters
+		}
+		if c.test.verb == verbSend && c.rxDepth > c.iters {
+			c.rxDepth = c.iters
+		}
+		if (c.conn == connUD || c.conn == connUC) && c.rxDepth == defRxSend {
+			c.rxDepth = min(c.iters, ucMaxRx)
+		}
+	} else {
+		if c.all {
+			return nil, &UsageError{Option: "-D", Msg: "duration mode currently doesn't support running on all sizes"}
+		}
+		if c.test.verb == verbSend && c.test.kind == kindLat {
+			return nil, &UsageError{Option: "-D", Msg: "duration runs of send_lat: not supported by ibperf (use -n)"}
+		}
+		c.noPeak = true
 	}
-	if c.test.verb == verbSend && c.rxDepth > c.iters {
-		c.rxDepth = c.iters
+	// perftest checks the margin against its default duration when -D is
+	// not given.
+	duration := c.duration
+	if duration == 0 {
+		duration = defDuration
 	}
-	if (c.conn == connUD || c.conn == connUC) && c.rxDepth == defRxSend {
-		c.rxDepth = min(c.iters, ucMaxRx)
+	if c.duration > 0 && c.margin == defMargin {
+		c.margin = c.duration / 4
+	}
+	if !(duration > 2*c.margin) {
+		return nil, &UsageError{Option: "-f", Msg: "please check that DURATION > 2*MARGIN"}
 	}
 	// perftest's work-around for odd receive depths in send tests.
 	if c.test.verb == verbSend && c.rxDepth%2 == 1 && !c.all {
 		c.rxDepth++
 	}
-	if c.test.kind == kindBW && c.iters > 20000 {
+	if c.test.kind == kindBW && c.duration == 0 && c.iters > 20000 {
 		c.noPeak = true
 	}
 	if c.size > msgSizeCQModLimit && c.conn != connUD && !c.all {
@@ -523,7 +549,7 @@ func (c *config) forceDependencies() ([]string, error) {
 		if c.test.kind != kindBW {
 			return nil, &UsageError{Option: "--post_list", Msg: "post list is supported in BW tests only"}
 		}
-		if c.iters%c.postList != 0 {
+		if c.duration == 0 && c.iters%c.postList != 0 {
 			return nil, &UsageError{Option: "--post_list", Msg: "number of iterations must be a multiple of post list size"}
 		}
 		if !c.reqCQMod {
@@ -610,6 +636,8 @@ func usage(w io.Writer, prog string) {
 	p("  -A, --atomic_type=<type>  CMP_AND_SWAP or FETCH_AND_ADD (default)\n")
 	p("  -l, --post_list=<n>       messages per doorbell (ibperf bw default: %d)\n", defaultPostListGo)
 	p("  -Q, --cq-mod=<n>          one completion per <n> messages (ibperf bw default: the post list)\n")
+	p("  -D, --duration=<sec>      run for <sec> seconds instead of -n iterations (not send_lat)\n")
+	p("  -f, --margin=<sec>        seconds at each end of a -D run left out of the result (default: a quarter)\n")
 	p("  -N, --noPeak              skip the peak bandwidth\n")
 	p("  -F, --CPU-freq            accepted; the clock is always calibrated\n")
 	p("      --report_gbits        bandwidth in Gb/s\n")

@@ -10,14 +10,16 @@ import (
 
 // perftest's report text (perftest_parameters.h).
 const (
-	resultLine   = "---------------------------------------------------------------------------------------\n"
-	resultFmt    = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
-	resultFmtG   = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
-	resultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+	resultLine      = "---------------------------------------------------------------------------------------\n"
+	resultFmt       = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+	resultFmtG      = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average"
+	resultFmtLat    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
 	// REPORT_FMT, REPORT_FMT_EXT and REPORT_FMT_LAT with Go verbs for C's.
-	reportFmt    = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n"
-	reportFmtExt = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n"
-	reportFmtLat = " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n"
+	reportFmt       = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n"
+	reportFmtExt    = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n"
+	reportFmtLatDur = " %-7d       %d            %-7.2f        %-7.2f\n"
+	reportFmtLat    = " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n"
 	// latMeasureTail is LAT_MEASURE_TAIL: the largest samples left out.
 	latMeasureTail = 2
 )
@@ -118,6 +120,10 @@ func (p *perf) printTestInfo() {
 }
 
 func (p *perf) printLatHeader() {
+	if p.cfg.duration > 0 {
+		fmt.Fprint(p.stdout, resultLine, resultFmtLatDur, "\n")
+		return
+	}
 	fmt.Fprint(p.stdout, resultLine, resultFmtLat, "\n")
 }
 
@@ -179,6 +185,23 @@ func (p *perf) printLatReport(size int) {
 	}
 	s := latencyStats(p.tposted, p.mhz, rtt)
 	fmt.Fprintf(p.stdout, reportFmtLat, size, p.cfg.iters, s.Min, s.Max, s.Typical, s.Avg, s.Stdev, s.P99, s.P999)
+}
+
+// latDuration is print_report_lat_duration's arithmetic: the mean one-way
+// latency (a round trip halved for write and send) and the transactions
+// per second over the sample.
+func latDuration(sampleCycles uint64, iters int, mhz float64, rttFactor int) (latency, tps float64) {
+	t := float64(sampleCycles)
+	return t / mhz / float64(rttFactor) / float64(iters), float64(iters) / (t / (mhz * 1e6))
+}
+
+func (p *perf) printLatDurationReport(size, iters int) {
+	rtt := 2
+	if p.cfg.test.verb == verbRead || p.cfg.test.verb == verbAtomic {
+		rtt = 1
+	}
+	lat, tps := latDuration(p.tcompleted[0]-p.tposted[0], iters, p.mhz, rtt)
+	fmt.Fprintf(p.stdout, reportFmtLatDur, size, iters, lat, tps)
 }
 
 // bwResult is print_report_bw's arithmetic: the average over the whole

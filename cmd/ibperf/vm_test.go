@@ -75,7 +75,9 @@ var (
 	num      = `(-?nan|inf|[\d.]+)`
 	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 7) + `\s*$`)
 	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 3) + `\s*$`)
-	addrRE   = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
+	// A latency test's duration run (-D): t_avg and tps average.
+	latDurRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 2) + `\s*$`)
+	addrRE      = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
 )
 
 // pairCase is one run: a test, who serves, who connects, the options.
@@ -166,6 +168,13 @@ func TestInteropVM(t *testing.T) {
 		variant{"send_bw", []string{"-n", "400", "-s", "64", "-q", "2"}},
 		variant{"read_bw", []string{"-n", "200", "-s", "64", "-q", "3"}},
 		variant{"atomic_lat", []string{"-n", "100", "-A", "CMP_AND_SWAP"}},
+		// Duration runs: the row counts what completed in the sample.
+		variant{"write_bw", []string{"-D", "2", "-s", "4096"}},
+		variant{"send_bw", []string{"-D", "2", "-s", "4096"}},
+		variant{"read_bw", []string{"-D", "2", "-s", "4096"}},
+		variant{"write_lat", []string{"-D", "2"}},
+		variant{"read_lat", []string{"-D", "2"}},
+		variant{"write_bw", []string{"-D", "3", "-f", "1", "-s", "64"}},
 	)
 	for _, v := range variants {
 		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
@@ -176,14 +185,20 @@ func TestInteropVM(t *testing.T) {
 				if t.Failed() {
 					return
 				}
-				iters := 0
+				iters, timed := 0, false
 				for i, a := range v.args {
-					if a == "-n" {
+					switch a {
+					case "-n":
 						iters = mustAtoi(v.args[i+1])
+					case "-D":
+						timed = true
 					}
 				}
 				re := bwRowRE
-				if strings.HasSuffix(v.test, "_lat") {
+				switch {
+				case strings.HasSuffix(v.test, "_lat") && timed:
+					re = latDurRowRE
+				case strings.HasSuffix(v.test, "_lat"):
 					re = latRowRE
 				}
 				m := re.FindStringSubmatch(cli.stdout)
@@ -198,7 +213,9 @@ func TestInteropVM(t *testing.T) {
 						}
 					}
 				}
-				if got := mustAtoi(m[2]); got != wantIters {
+				if got := mustAtoi(m[2]); timed && got == 0 {
+					t.Errorf("client's duration row counts no iterations: %q", m[0])
+				} else if got := mustAtoi(m[2]); !timed && got != wantIters {
 					t.Errorf("client's row says %d iterations, want %d: %q", got, wantIters, m[0])
 				}
 				sa, ca := addrs(srv.stdout), addrs(cli.stdout)
