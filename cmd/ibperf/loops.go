@@ -259,6 +259,7 @@ func (p *perf) latWriteTimed(ctx context.Context, size int) (int, error) {
 	server := !p.isClient()
 	dur := p.startDuration()
 	defer dur.stop()
+	outstanding := false // a write posted whose completion was not polled
 	for !dur.ended() {
 		if !(scnt < 1 && server) {
 			rcnt++
@@ -278,6 +279,7 @@ func (p *perf) latWriteTimed(ctx context.Context, size int) (int, error) {
 			return 0, p.fail(err, "Couldn't post send: scnt=%d", scnt)
 		}
 		if dur.ended() {
+			outstanding = true
 			break
 		}
 		if err := p.pollOne(ctx, p.sendCQ, wc[:], "send"); err != nil {
@@ -287,7 +289,80 @@ func (p *perf) latWriteTimed(ctx context.Context, size int) (int, error) {
 			sampled++
 		}
 	}
+	p.drainLatWrite(ctx, rcnt, scnt, outstanding, wr[:], pollWord, shift, postByte)
 	return sampled, nil
+}
+
+// latDrainSeconds is how long a write_lat side whose clock has ended
+// waits for another write from a peer that is still running, and
+// latDrainMaxSeconds how long it answers at most: both sides start their
+// clocks after the same handshake, so a peer that still writes after that
+// is draining too, and two drainers would answer each other forever.
+const (
+	latDrainSeconds    = 0.5
+	latDrainMaxSeconds = 1
+)
+
+// drainLatWrite keeps answering the peer's writes after this side's clock
+// has ended, until none comes for latDrainSeconds. perftest's spin on the
+// peer's write re-reads its state only as the compiler allows (the field
+// is not volatile): a perftest peer whose clock ends later than ours would
+// otherwise spin forever on a write that never comes. Nothing here counts,
+// and a failed completion ends the drain (the peer may be gone).
+func (p *perf) drainLatWrite(ctx context.Context, rcnt, scnt int, outstanding bool, wr []uverbs.SendWR, pollWord *uint32, shift uint, postByte *byte) {
+	var wc [1]uverbs.WC
+	grace := uint64(p.mhz * 1e6 * latDrainSeconds)
+	stopAnswering := cycles() + uint64(p.mhz*1e6*latDrainMaxSeconds)
+	for ctx.Err() == nil && cycles() < stopAnswering {
+		want := uint32(byte(rcnt + 1))
+		deadline := cycles() + grace
+		for spins := 1; (atomic.LoadUint32(pollWord)>>shift)&0xff != want; spins++ {
+			if spins%spinCheck == 0 {
+				if cycles() > deadline || ctx.Err() != nil {
+					if outstanding {
+						// Let the last write complete (or fail) before the
+						// QP goes.
+						p.pollQuiet(ctx, wc[:], deadline+grace)
+					}
+					return
+				}
+				p.relax()
+			}
+		}
+		rcnt++
+		if outstanding && !p.pollQuiet(ctx, wc[:], deadline+grace) {
+			return
+		}
+		scnt++
+		*postByte = byte(scnt)
+		if err := p.qps[0].PostSend(wr); err != nil {
+			return
+		}
+		outstanding = true
+	}
+	if outstanding {
+		p.pollQuiet(ctx, wc[:], cycles()+grace)
+	}
+}
+
+// pollQuiet waits for one successful send completion until deadline
+// (cycles), reporting nothing.
+func (p *perf) pollQuiet(ctx context.Context, wc []uverbs.WC, deadline uint64) bool {
+	for spins := 1; ; spins++ {
+		n, err := p.sendCQ.Poll(wc[:1])
+		if err != nil {
+			return false
+		}
+		if n == 1 {
+			return wc[0].Status == uverbs.WCSuccess
+		}
+		if spins%spinCheck == 0 {
+			if cycles() > deadline || ctx.Err() != nil {
+				return false
+			}
+			p.relax()
+		}
+	}
 }
 
 // latReadTimed is run_iter_lat (read_lat, atomic_lat) for a duration run.
