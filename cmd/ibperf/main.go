@@ -33,8 +33,12 @@
 //   - IBPERF_CPUPROFILE=<file> writes a CPU profile of the run.
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
 //     12. Options perftest has and ibperf does not implement (events,
-//     multicast, rdma_cm, raw Ethernet, duration runs, ...) are recognized
-//     and refused by name.
+//     multicast, rdma_cm, raw Ethernet, send_lat's duration runs, ...) are
+//     recognized and refused by name.
+//   - Duration runs (-D, -f) time their phases with Go timers read by the
+//     loops (perftest uses SIGALRM). A write_lat side whose clock ends
+//     first goes on answering the peer's writes for up to a second, so
+//     that a perftest peer, whose spin never re-reads its clock, ends.
 package main
 
 import (
