@@ -39,6 +39,7 @@ type result struct {
 	elapsed time.Duration
 	execs   string // the last count go test printed, "" if none
 	crashed bool
+	raced   bool   // failed twice by go test's deadline race only (see deadlineRace)
 	detail  string // the failure's output: the panic and the input file
 	input   string // the crashing input's file, relative to dir
 }
@@ -87,8 +88,11 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 	for _, t := range targets {
 		r := fuzz(*goCmd, t, *fuzzTime)
 		status := "ok"
-		if r.crashed {
+		switch {
+		case r.crashed:
 			status = "CRASH"
+		case r.raced:
+			status = "raced"
 		}
 		fmt.Fprintf(stdout, "%-6s %-60s %6.1fs  %s\n", status, t.pkg+"."+t.name, r.elapsed.Seconds(), r.execs)
 		if r.crashed {
@@ -107,6 +111,11 @@ func summarize(w io.Writer, results []result, total time.Duration) int {
 		}
 	}
 	fmt.Fprintf(w, "fuzzrun: %d targets, %d crashed, total %v\n", len(results), crashes, total.Round(time.Second))
+	for _, r := range results {
+		if r.raced {
+			fmt.Fprintf(w, "fuzzrun: %s.%s stopped twice by go test's -fuzztime deadline race (go.dev/issue/75804), no input found\n", r.pkg, r.name)
+		}
+	}
 	if crashes > 0 {
 		for _, r := range results {
 			if r.crashed {
@@ -206,7 +215,36 @@ var crashFile = regexp.MustCompile(`Failing input written to (\S+)`)
 
 var execsLine = regexp.MustCompile(`fuzz: elapsed: (?:(\d+)m)?(\d+)s, execs: (\d+) `)
 
+// deadlineRace matches how go test fails a target when its -fuzztime ends
+// while a worker is still mid-input on a loaded machine: the target fails
+// with a bare "context deadline exceeded" and writes no input. That is a
+// race in Go's fuzzing coordinator (go.dev/issue/75804, fixed after Go
+// 1.26), not a crash of the code under test.
+var deadlineRace = regexp.MustCompile(`(?m)^\s*--- FAIL: Fuzz\w* \([0-9.]+s\)\n\s+context deadline exceeded\n`)
+
+// raceOnly reports whether a failed run's output is the coordinator's
+// deadline race and nothing else.
+func raceOnly(out []byte) bool {
+	return deadlineRace.Match(out) && !crashFile.Match(out)
+}
+
+// fuzz runs one target; a run that failed only by the coordinator's
+// deadline race is run once more, and if that one races too the target is
+// reported as raced, not crashed (it found nothing either time).
 func fuzz(goCmd string, t target, d time.Duration) result {
+	r := fuzzOnce(goCmd, t, d)
+	if r.crashed && raceOnly([]byte(r.detail)) {
+		first := r.elapsed
+		r = fuzzOnce(goCmd, t, d)
+		r.elapsed += first
+		if r.crashed && raceOnly([]byte(r.detail)) {
+			r.crashed, r.raced = false, true
+		}
+	}
+	return r
+}
+
+func fuzzOnce(goCmd string, t target, d time.Duration) result {
 	// -run matching nothing: the package's ordinary tests run elsewhere.
 	cmd := exec.Command(goCmd, "test", "-run", "^$", "-fuzz", "^"+t.name+"$", "-fuzztime", d.String(), ".")
 	cmd.Dir = t.dir

@@ -74,3 +74,25 @@ func TestNotFuzz(t *testing.T) {}
 		t.Errorf("-run Clean: exit %d\n%s", code, out.String())
 	}
 }
+
+func TestRaceOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		out  string
+		want bool
+	}{
+		{"deadline race", "fuzz: elapsed: 5s, execs: 72645 (14572/sec), new interesting: 0 (total: 17)\n" +
+			"--- FAIL: FuzzQueueIndexes (5.06s)\n    context deadline exceeded\nFAIL\nexit status 1\n", true},
+		{"crash with input", "--- FAIL: FuzzX (4.81s)\n    --- FAIL: FuzzX (0.00s)\n        x_test.go:59: bad\n" +
+			"    Failing input written to testdata/fuzz/FuzzX/650aface558a57d8\n", false},
+		{"deadline text in a crash", "--- FAIL: FuzzX (1.00s)\n    context deadline exceeded\n" +
+			"    Failing input written to testdata/fuzz/FuzzX/1\n", false},
+		{"build error", "# pkg\n./x.go:1:1: syntax error\nFAIL\tpkg [build failed]\n", false},
+		{"seed failure", "--- FAIL: FuzzX (0.00s)\n    --- FAIL: FuzzX/seed#0 (0.00s)\n        x_test.go:9: bad\n", false},
+	}
+	for _, tc := range tests {
+		if got := raceOnly([]byte(tc.out)); got != tc.want {
+			t.Errorf("%s: raceOnly = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
