@@ -224,6 +224,9 @@ func TestParseArgs(t *testing.T) {
 			c.duration, c.margin, c.noPeak, c.iters, c.size, c.reqSize, c.cqMod = 8, 1, true, 5, 64, true, defCQMod
 		}},
 		{[]string{"ibperf", "read_lat", "-f", "2"}, func(c *config) { c.margin = 2 }},
+		{[]string{"ibperf", "send_lat", "-D", "2"}, func(c *config) {
+			c.duration, c.margin, c.noPeak = 2, 0, true
+		}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			got, _, err := parseArgs(tc.args)
@@ -283,7 +286,6 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"ibperf", "write_lat", "-f", "3"}, "-f"},            // against perftest's default 5 s
 		{[]string{"ibperf", "write_lat", "-f", "-1"}, "-f"},
 		{[]string{"ibperf", "write_bw", "-D", "2", "-a"}, "-D"},
-		{[]string{"ibperf", "send_lat", "-D", "2"}, "-D"}, // not implemented by ibperf
 		{[]string{"ibperf", "write_lat", "-N"}, "-N"},
 		{[]string{"ibperf", "write_lat", "-c", "UD"}, ""},
 		{[]string{"ibperf", "read_bw", "-c", "UC"}, ""},

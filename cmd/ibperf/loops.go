@@ -136,6 +136,8 @@ func (p *perf) runLat(ctx context.Context) error {
 			switch c.test.verb {
 			case verbWrite:
 				sampled, err = p.latWriteTimed(ctx, size)
+			case verbSend:
+				sampled, err = p.latSendTimed(ctx, size)
 			default:
 				sampled, err = p.latReadTimed(ctx, size)
 			}
@@ -457,6 +459,92 @@ func (p *perf) latSend(ctx context.Context, size int) error {
 		}
 	}
 	return nil
+}
+
+// latSendTimed is run_iter_lat_send for a duration run: the clock starts
+// at the first message received (perftest's set_on_first_rx_packet), the
+// messages received during the sample are counted, and a receive is
+// reposted for every message. A side waiting for a message stops when its
+// own clock ends, so neither side outlives its peer by more than the gap
+// between their first receives.
+func (p *perf) latSendTimed(ctx context.Context, size int) (int, error) {
+	defer p.lockThread()()
+	c := p.cfg
+	var sge uverbs.SGE
+	wr := [1]uverbs.SendWR{p.baseWR(0, size, &sge)}
+	rsge := [1]uverbs.SGE{{Addr: p.recvAddr(0), Length: p.recvLen(size), Lkey: p.mr.Lkey()}}
+	rwr := [1]uverbs.RecvWR{{ID: 0, SGL: rsge[:]}}
+	var wc, swc [1]uverbs.WC
+	var dur *durationClock // started by the first message received
+	defer func() { dur.stop() }()
+	client := p.isClient()
+	cqMod := min(c.cqMod, c.txDepth)
+	sampled := 0
+	for scnt := 0; ; {
+		if !(scnt < 1 && client) {
+			got, err := p.pollUntilEnd(ctx, p.recvCQ, wc[:], "receive", dur)
+			if err != nil {
+				return 0, err
+			}
+			if !got {
+				break
+			}
+			if dur == nil {
+				dur = p.startDuration()
+			}
+			if dur.sampling() {
+				sampled++
+			}
+			if err := p.qps[0].PostRecv(rwr[:]); err != nil {
+				return 0, p.fail(err, "Couldn't post recv: rcnt=%d", sampled)
+			}
+		}
+		if dur.ended() {
+			break
+		}
+		scnt++
+		signaled := scnt%cqMod == 0
+		if signaled {
+			wr[0].Flags |= uverbs.SendSignaled
+		}
+		if err := p.qps[0].PostSend(wr[:]); err != nil {
+			return 0, p.fail(err, "Couldn't post send: scnt=%d", scnt)
+		}
+		if signaled {
+			if err := p.pollOne(ctx, p.sendCQ, swc[:], "send"); err != nil {
+				return 0, err
+			}
+			wr[0].Flags &^= uverbs.SendSignaled
+		}
+	}
+	return sampled, nil
+}
+
+// pollUntilEnd is pollOne that also gives up, reporting false, once the
+// duration clock dur (nil: not started) ends.
+func (p *perf) pollUntilEnd(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what string, dur *durationClock) (bool, error) {
+	for spins := 1; ; spins++ {
+		n, err := cq.Poll(wc[:1])
+		if err != nil {
+			return false, p.fail(err, "poll CQ failed")
+		}
+		if n == 1 {
+			if wc[0].Status != uverbs.WCSuccess {
+				return false, p.fail(nil, " Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)",
+					what, int(wc[0].Status), wc[0].ID, wc[0].VendorErr, wc[0].Status)
+			}
+			return true, nil
+		}
+		if dur.ended() {
+			return false, nil
+		}
+		if spins%spinCheck == 0 {
+			p.relax()
+		}
+		if spins%checkEvery == 0 && ctx.Err() != nil {
+			return false, p.fail(errAborted, "poll CQ aborted")
+		}
+	}
 }
 
 // runBW is the bandwidth tests' part after the connection.

@@ -33,7 +33,7 @@
 //   - IBPERF_CPUPROFILE=<file> writes a CPU profile of the run.
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
 //     12. Options perftest has and ibperf does not implement (events,
-//     multicast, rdma_cm, raw Ethernet, send_lat's duration runs, ...) are
+//     multicast, rdma_cm, raw Ethernet, --run_infinitely, ...) are
 //     recognized and refused by name.
 //   - Duration runs (-D, -f) time their phases with Go timers read by the
 //     loops (perftest uses SIGALRM). A write_lat side whose clock ends

@@ -505,9 +505,6 @@ func (c *config) forceDependencies() ([]string, error) {
 		if c.all {
 			return nil, &UsageError{Option: "-D", Msg: "duration mode currently doesn't support running on all sizes"}
 		}
-		if c.test.verb == verbSend && c.test.kind == kindLat {
-			return nil, &UsageError{Option: "-D", Msg: "duration runs of send_lat: not supported by ibperf (use -n)"}
-		}
 		c.noPeak = true
 	}
 	// perftest checks the margin against its default duration when -D is
@@ -636,7 +633,7 @@ func usage(w io.Writer, prog string) {
 	p("  -A, --atomic_type=<type>  CMP_AND_SWAP or FETCH_AND_ADD (default)\n")
 	p("  -l, --post_list=<n>       messages per doorbell (ibperf bw default: %d)\n", defaultPostListGo)
 	p("  -Q, --cq-mod=<n>          one completion per <n> messages (ibperf bw default: the post list)\n")
-	p("  -D, --duration=<sec>      run for <sec> seconds instead of -n iterations (not send_lat)\n")
+	p("  -D, --duration=<sec>      run for <sec> seconds instead of -n iterations\n")
 	p("  -f, --margin=<sec>        seconds at each end of a -D run left out of the result (default: a quarter)\n")
 	p("  -N, --noPeak              skip the peak bandwidth\n")
 	p("  -F, --CPU-freq            accepted; the clock is always calibrated\n")

@@ -91,7 +91,45 @@ func (tc pairCase) name() string {
 	return fmt.Sprintf("%s/%v-server/%v-client/%s", tc.test, tc.server, tc.client, strings.Join(tc.args, "_"))
 }
 
+// perftestCalibration is what perftest prints when it cannot measure the
+// CPU clock (get_cpu_mhz: the samples' correlation is too low, which a
+// loaded host causes) and gives up before its report.
+const perftestCalibration = "Correlation coefficient r^2"
+
+// run runs the pair and fails the test on a non-zero exit. A pair whose C
+// side gave up only because perftest could not calibrate its clock is run
+// again (twice at most): that is the host's load, not the exchange.
 func (tc pairCase) run(t *testing.T) (srv, cli result) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		srv, cli = tc.runOnce(t)
+		calibration := false
+		for _, r := range []struct {
+			side side
+			res  result
+		}{{tc.server, srv}, {tc.client, cli}} {
+			if !r.side.goSide && r.res.exit != 0 && strings.Contains(r.res.stderr, perftestCalibration) {
+				calibration = true
+			}
+		}
+		if !calibration || attempt == 3 || t.Failed() {
+			break
+		}
+		t.Logf("attempt %d: perftest could not calibrate its clock on the loaded host; running the pair again", attempt)
+	}
+	for _, r := range []struct {
+		role string
+		res  result
+	}{{"server", srv}, {"client", cli}} {
+		if r.res.exit != 0 {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", r.role, r.res.exit, r.res.stdout, r.res.stderr)
+		}
+	}
+	return srv, cli
+}
+
+// runOnce runs the server and then the client once.
+func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	port := vmproc.FreePort(t)
@@ -117,14 +155,6 @@ func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	}
 	cli = <-tc.client.start(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
 	srv = <-srvDone
-	for _, r := range []struct {
-		role string
-		res  result
-	}{{"server", srv}, {"client", cli}} {
-		if r.res.exit != 0 {
-			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", r.role, r.res.exit, r.res.stdout, r.res.stderr)
-		}
-	}
 	return srv, cli
 }
 
@@ -174,6 +204,7 @@ func TestInteropVM(t *testing.T) {
 		variant{"read_bw", []string{"-D", "2", "-s", "4096"}},
 		variant{"write_lat", []string{"-D", "2"}},
 		variant{"read_lat", []string{"-D", "2"}},
+		variant{"send_lat", []string{"-D", "2"}},
 		variant{"write_bw", []string{"-D", "3", "-f", "1", "-s", "64"}},
 	)
 	for _, v := range variants {
