@@ -170,25 +170,8 @@ func (p *perf) runLat(ctx context.Context) error {
 
 // pollOne busy-polls cq for one completion.
 func (p *perf) pollOne(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what string) error {
-	for spins := 1; ; spins++ {
-		n, err := cq.Poll(wc[:1])
-		if err != nil {
-			return p.fail(err, "poll CQ failed")
-		}
-		if n == 1 {
-			if wc[0].Status != uverbs.WCSuccess {
-				return p.fail(nil, " Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)",
-					what, int(wc[0].Status), wc[0].ID, wc[0].VendorErr, wc[0].Status)
-			}
-			return nil
-		}
-		if spins%spinCheck == 0 {
-			p.relax()
-		}
-		if spins%checkEvery == 0 && ctx.Err() != nil {
-			return p.fail(errAborted, "poll CQ aborted")
-		}
-	}
+	_, err := p.pollUntilEnd(ctx, cq, wc, what, nil)
+	return err
 }
 
 // latWrite is run_iter_lat_write: each side writes its counter into the
@@ -520,8 +503,9 @@ func (p *perf) latSendTimed(ctx context.Context, size int) (int, error) {
 	return sampled, nil
 }
 
-// pollUntilEnd is pollOne that also gives up, reporting false, once the
-// duration clock dur (nil: not started) ends.
+// pollUntilEnd waits for one completion of cq (an error completion fails
+// the run), or gives up, reporting false, once the duration clock dur ends
+// (never while dur is nil: an iteration run, or a clock not started yet).
 func (p *perf) pollUntilEnd(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what string, dur *durationClock) (bool, error) {
 	for spins := 1; ; spins++ {
 		n, err := cq.Poll(wc[:1])
