@@ -19,7 +19,8 @@
 //     Each run appends a small archive: /init (cmd/vminit), the run spec, the
 //     program at its host path with its libraries, the working directory
 //     with its testdata, and any -add files.
-//   - Guest init (cmd/vminit): mounts, loads ib_core, ib_uverbs, udp_tunnel,
+//   - Guest init (cmd/vminit): mounts, loads ib_core, ib_uverbs, the connection
+//     manager (configfs, iw_cm, ib_cm, rdma_cm, rdma_ucm), udp_tunnel,
 //     ip6_udp_tunnel, crc32_generic, rdma_rxe and veth with finit_module,
 //     creates the veth pair va/vb (10.99.0.1/24, 10.99.0.2/24, fixed MACs),
 //     rxe0 on va and rxe1 on vb, waits for both ports to be ACTIVE with GID

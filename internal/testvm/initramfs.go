@@ -19,14 +19,22 @@ import (
 
 // GuestTools are the host programs copied into every VM, with their shared
 // libraries: rdma-core's reference tools and perftest (to compare goverbs
-// against), and iproute2's ip and rdma, which the guest init uses.
+// against), librdmacm's example tools (rping, ucmatose, udaddy, mckey,
+// rdma_server/rdma_client, cmtime, rstream, riostream), and iproute2's ip
+// and rdma, which the guest init uses.
 var GuestTools = []string{
 	"ibv_devinfo", "ibv_devices",
 	"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
 	"ib_write_lat", "ib_write_bw", "ib_read_lat", "ib_read_bw",
 	"ib_send_lat", "ib_send_bw", "ib_atomic_lat", "ib_atomic_bw",
+	"rping", "ucmatose", "udaddy", "mckey", "rdma_server", "rdma_client", "cmtime",
+	"rstream", "riostream",
 	"ip", "rdma",
 }
+
+// guestDlopenLibs are libraries the guest tools load with dlopen, which ldd
+// does not list: glibc's pthread_exit (rping's threads) loads libgcc_s.
+var guestDlopenLibs = []string{"/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"}
 
 // Host files of the rxe userspace provider. Only rxe's driver file goes in,
 // so libibverbs does not warn about the other providers' missing libraries.
@@ -46,7 +54,7 @@ var ErrMissingTool = errors.New("missing host tool")
 
 // baseFormat changes whenever the layout of the base archive does, so old
 // cached ones are rebuilt.
-const baseFormat = 2
+const baseFormat = 3
 
 type fileStamp struct {
 	Path  string
@@ -178,6 +186,7 @@ func buildBase(ctx context.Context, k *Kernel, archive string) (*baseManifest, e
 		inputs = append(inputs, p)
 	}
 	inputs = append(inputs, rxeProviderLib, rxeProviderDriver)
+	inputs = append(inputs, guestDlopenLibs...)
 	busybox, err := lookHostTool("busybox")
 	if err != nil {
 		return nil, err

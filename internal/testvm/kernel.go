@@ -34,8 +34,11 @@ var KernelNames = []string{"6.1", "6.12"}
 // RXEModules are the modules the guest loads, in load order: dependencies
 // first (modinfo depends), and crc32_generic before rdma_rxe, which asks
 // the crypto API for "crc32" only when a link is added and cannot
-// autoload it without modprobe.
-var RXEModules = []string{"ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "crc32_generic", "rdma_rxe", "veth"}
+// autoload it without modprobe. configfs, iw_cm, ib_cm, rdma_cm and
+// rdma_ucm are the connection manager: with them /dev/infiniband/rdma_cm
+// exists and librdmacm's tools (and package rdmacm) work.
+var RXEModules = []string{"ib_core", "ib_uverbs", "configfs", "iw_cm", "ib_cm", "rdma_cm", "rdma_ucm",
+	"udp_tunnel", "ip6_udp_tunnel", "crc32_generic", "rdma_rxe", "veth"}
 
 // ExtraModules are kept decompressed in the cache but not loaded: their BTF
 // describes the mlx5 ABI.
@@ -312,6 +315,12 @@ func loadKernelMeta(dir string) (*Kernel, error) {
 	for _, p := range append([]string{k.Vmlinuz}, mapValues(k.Modules)...) {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("incomplete cache entry: %w", err)
+		}
+	}
+	// An entry unpacked before a module joined the lists is unpacked again.
+	for _, m := range append(append([]string(nil), RXEModules...), ExtraModules...) {
+		if _, ok := k.Modules[m]; !ok {
+			return nil, fmt.Errorf("incomplete cache entry: module %s not extracted", m)
 		}
 	}
 	return &k, nil
