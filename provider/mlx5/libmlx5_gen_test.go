@@ -31,6 +31,7 @@ func TestLibmlx5GoldenIsCurrent(t *testing.T) {
 		// the host run.
 		skipOrRequire(t, "libmlx5 harness cannot be built here: bash not found")
 	}
+	noteHarnessInputs(t)
 	out := t.TempDir()
 	cmd := exec.Command("bash", filepath.Join(goldenDir, "gen.sh"), out)
 	var stderr bytes.Buffer
@@ -48,6 +49,46 @@ func TestLibmlx5GoldenIsCurrent(t *testing.T) {
 		t.Errorf("libmlx5 now produces different vectors (-committed +regenerated); "+
 			"if rdma-core or the harness changed on purpose, refresh with "+
 			"%s/gen.sh DIR and copy DIR/golden.json:\n%s", goldenDir, diff)
+	}
+}
+
+// harnessSystemInputs are the host files gen.sh builds and runs against,
+// besides the harness itself: rdma-core's headers and libraries.
+var harnessSystemInputs = []string{
+	"/usr/include/infiniband/mlx5dv.h", "/usr/include/infiniband/verbs.h",
+	"/usr/lib/*/libmlx5.so*", "/usr/lib/*/libibverbs.so*", "/usr/lib/*/libibverbs/libmlx5-rdmav*.so",
+}
+
+// noteHarnessInputs reads every file the harness subprocess depends on, so
+// that go test's result cache, which records only the files the test process
+// itself opens, reruns the test when any of them changes instead of
+// replaying an old PASS.
+func noteHarnessInputs(t *testing.T) {
+	t.Helper()
+	paths := []string{}
+	err := filepath.WalkDir(goldenDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pat := range harnessSystemInputs {
+		m, _ := filepath.Glob(pat)
+		for _, p := range m {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				paths = append(paths, p, r)
+			}
+		}
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue // a missing system file makes gen.sh skip or fail, by name
+		}
+		f.Close()
 	}
 }
 
