@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	nl "github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // Conn is a NETLINK_RDMA socket. It is not safe for concurrent use, except
@@ -66,6 +67,9 @@ var (
 	// ErrNotSoftware: DeleteLink named a device that is not a software
 	// device (rxe, siw); hardware devices go with their driver.
 	ErrNotSoftware = errors.New("rdmanl: not a software RDMA device")
+	// ErrNotSupported: the kernel or the device cannot do what was asked
+	// (the module's one "not supported" sentinel, uverbs.ErrNotSupported).
+	ErrNotSupported = uverbs.ErrNotSupported
 )
 
 // Error is an error of one request: what was asked, and the kernel's

@@ -35,6 +35,11 @@ type Conn struct {
 	seq    uint32
 	buf    []byte
 	closed atomic.Bool
+	// pending is the sequence number of a request whose answer a canceled
+	// call left unread; the next request reads it away first, so the
+	// kernel neither mixes it in nor refuses a dump while one is open
+	// (EBUSY).
+	pending uint32
 	// Record, if set, sees every request sent and every datagram received,
 	// for capturing test data.
 	Record func(sent bool, b []byte)
@@ -120,6 +125,14 @@ func (c *Conn) Sys() (Sys, error) {
 // socket is left clean for the next request. ctx bounds every wait.
 func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byte, fn func(Message) error) error {
 	typ := MsgType(cmd)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rdmanl: %s: %w", op, err)
+	}
+	if c.pending != 0 {
+		if err := c.drain(ctx); err != nil {
+			return fmt.Errorf("rdmanl: %s: finish an abandoned request: %w", op, err)
+		}
+	}
 	c.seq++
 	seq := c.seq
 	req := AppendRequest(nil, typ, flags, seq, attrs)
@@ -134,6 +147,9 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 	for {
 		n, err := c.sock.recv(ctx, c.buf)
 		if err != nil {
+			if ctx.Err() != nil {
+				c.pending = seq
+			}
 			return fmt.Errorf("rdmanl: %s: receive: %w", op, err)
 		}
 		if c.Record != nil {
@@ -190,6 +206,28 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 			}
 		}
 	}
+}
+
+// drain reads the rest of the answer to the abandoned request c.pending:
+// up to its NLMSG_DONE or NLMSG_ERROR.
+func (c *Conn) drain(ctx context.Context) error {
+	for c.pending != 0 {
+		n, err := c.sock.recv(ctx, c.buf)
+		if err != nil {
+			return err
+		}
+		msgs, err := ParseMessages(c.buf[:n])
+		if err != nil {
+			c.pending = 0 // nothing more can be learned from it
+			return err
+		}
+		for _, m := range msgs {
+			if m.Seq == c.pending && (m.Type == NLMSG_DONE || m.Type == NLMSG_ERROR) {
+				c.pending = 0
+			}
+		}
+	}
+	return nil
 }
 
 // Receive waits for the next datagram from the kernel that is not an
