@@ -167,3 +167,35 @@ func systemText(s System) string {
 	}
 	return strings.TrimSpace(fmt.Sprintf("netns %s copy-on-fork %s", s.NetnsMode, cof))
 }
+
+// counterModeJSON is the mode text of rdma statistic qp mode (iproute2 6.1).
+func counterModeJSON(mode CounterMode, mask CounterMask) string {
+	if mode != CounterModeAuto || mask == 0 {
+		return "qp auto off"
+	}
+	var on []string
+	if mask&CounterByQPType != 0 {
+		on = append(on, "type")
+	}
+	if mask&CounterByPID != 0 {
+		on = append(on, "pid")
+	}
+	return "qp auto " + strings.Join(on, ",") + " on"
+}
+
+func qpCounterJSON(q QPCounter) jsonObj {
+	o := jsonObj{"ifindex": num(q.DevIndex), "ifname": q.DevName, "port": num(q.Port), "cntn": num(q.ID)}
+	if q.HaveQPType {
+		o["qp-type"] = q.QPType.String()
+	}
+	ownerJSON(o, q.Owner)
+	for _, c := range q.Counters {
+		o[c.Name] = num(c.Value)
+	}
+	lqpn := []any{}
+	for _, n := range q.LQPNs {
+		lqpn = append(lqpn, num(n))
+	}
+	o["lqpn"] = lqpn
+	return o
+}
