@@ -143,6 +143,9 @@ func (s *netlinkSocket) recv(ctx context.Context, b []byte) (int, error) {
 			return rerr != unix.EAGAIN
 		})
 		if err != nil {
+			if ok && errors.Is(err, os.ErrDeadlineExceeded) {
+				<-ctx.Done() // the read deadline is ctx's; ctx ends at once
+			}
 			if cerr := ctx.Err(); cerr != nil {
 				return 0, cerr
 			}

@@ -1,0 +1,157 @@
+// Package uevent reads the kernel's device events (NETLINK_KOBJECT_UEVENT,
+// the messages udev reads): the one home of that socket and its parser for
+// the module. uverbs watches it for the removal of a character device,
+// rdmanl for RDMA devices coming, going and being renamed.
+package uevent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event is one kernel device event ("remove@/devices/...\0KEY=value\0...").
+type Event struct {
+	Action    string // "add", "remove", "move" (a rename), "change", "bind", ...
+	DevPath   string // "/devices/virtual/infiniband/rxe2"
+	Subsystem string // "infiniband", "infiniband_verbs", "net", ...
+	// Env holds every KEY=value of the event, those above included
+	// (DEVPATH_OLD on a move; MAJOR, MINOR and DEVNAME on character
+	// devices).
+	Env map[string]string
+}
+
+// ErrMalformed is matched by the error of Parse for bytes that are not a
+// kernel device event.
+var ErrMalformed = errors.New("uevent: malformed device event")
+
+// Parse decodes one kernel device event. It requires the summary line
+// "ACTION@DEVPATH" and the ACTION, DEVPATH and SUBSYSTEM keys, which every
+// kernel event carries; udev's re-sent events (starting "libudev") are
+// malformed here.
+func Parse(msg []byte) (Event, error) {
+	fields := bytes.Split(msg, []byte{0})
+	head := string(fields[0])
+	at := bytes.IndexByte(fields[0], '@')
+	if at <= 0 {
+		return Event{}, fmt.Errorf("%w: summary %.40q has no ACTION@DEVPATH", ErrMalformed, head)
+	}
+	e := Event{Env: map[string]string{}}
+	for _, f := range fields[1:] {
+		k, v, ok := bytes.Cut(f, []byte{'='})
+		if !ok || len(k) == 0 {
+			continue // the trailing NUL's empty field, or junk
+		}
+		e.Env[string(k)] = string(v)
+	}
+	e.Action, e.DevPath, e.Subsystem = e.Env["ACTION"], e.Env["DEVPATH"], e.Env["SUBSYSTEM"]
+	if e.Action == "" || e.DevPath == "" || e.Subsystem == "" {
+		return Event{}, fmt.Errorf("%w: %.40q lacks ACTION, DEVPATH or SUBSYSTEM", ErrMalformed, head)
+	}
+	if head[:at] != e.Action || head[at+1:] != e.DevPath {
+		return Event{}, fmt.Errorf("%w: summary %.60q disagrees with ACTION %q and DEVPATH %q", ErrMalformed, head, e.Action, e.DevPath)
+	}
+	return e, nil
+}
+
+// ErrLost is returned by Read when the kernel dropped events because the
+// socket's buffer was full; callers that track state should rescan.
+var ErrLost = errors.New("uevent: events were lost (receive buffer overrun)")
+
+// Conn is a socket on the kernel's device events. Read is for one
+// goroutine at a time; Close may be called from any and ends a Read.
+type Conn struct {
+	f      *os.File
+	buf    []byte
+	closed atomic.Bool
+}
+
+// Open opens a socket on the kernel's own device events (group 1; udev
+// re-sends on group 2). Only the initial network namespace receives them.
+func Open() (*Conn, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
+		return nil, fmt.Errorf("uevent: device event socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("uevent: device event socket: bind: %w", err)
+	}
+	// A burst of events (many devices at once) must not drop the one that
+	// matters; if it does anyway, Read says so.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	return &Conn{f: os.NewFile(uintptr(fd), "device-events"), buf: make([]byte, 16<<10)}, nil
+}
+
+// Close closes the socket; a Read in progress returns os.ErrClosed.
+func (c *Conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.f.Close()
+}
+
+// Read waits, on the runtime's netpoller, for the next well-formed event
+// from the kernel and returns it. Messages from user space (port id not 0)
+// and malformed ones are skipped. It returns ctx's error when ctx ends,
+// ErrLost after an overrun, and os.ErrClosed after Close.
+func (c *Conn) Read(ctx context.Context) (Event, error) {
+	if c.closed.Load() {
+		return Event{}, os.ErrClosed
+	}
+	rc, err := c.f.SyscallConn()
+	if err != nil {
+		return Event{}, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		c.f.SetReadDeadline(d)
+	} else {
+		c.f.SetReadDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { c.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	for {
+		var n int
+		var from unix.Sockaddr
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, from, rerr = unix.Recvfrom(int(fd), c.buf, 0)
+			return rerr != unix.EAGAIN
+		})
+		switch {
+		case err != nil:
+			if c.closed.Load() {
+				return Event{}, os.ErrClosed
+			}
+			if _, has := ctx.Deadline(); has && errors.Is(err, os.ErrDeadlineExceeded) {
+				<-ctx.Done() // the read deadline is ctx's; ctx ends at once
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return Event{}, cerr
+			}
+			return Event{}, err
+		case errors.Is(rerr, unix.ENOBUFS):
+			return Event{}, ErrLost
+		case errors.Is(rerr, unix.EINTR):
+			continue
+		case rerr != nil:
+			return Event{}, fmt.Errorf("uevent: receive: %w", rerr)
+		}
+		// Only the kernel (port id 0) speaks for devices; root could send
+		// on the group too.
+		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
+			continue
+		}
+		e, err := Parse(c.buf[:n])
+		if err != nil {
+			continue
+		}
+		return e, nil
+	}
+}
