@@ -67,6 +67,9 @@ var ErrLost = errors.New("uevent: events were lost (receive buffer overrun)")
 // Conn is a socket on the kernel's device events. Read is for one
 // goroutine at a time; Close may be called from any and ends a Read.
 type Conn struct {
+	// Record, if set, sees every datagram the kernel sends, for capturing
+	// test data.
+	Record func(b []byte)
 	f      *os.File
 	buf    []byte
 	closed atomic.Bool
@@ -147,6 +150,9 @@ func (c *Conn) Read(ctx context.Context) (Event, error) {
 		// on the group too.
 		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
 			continue
+		}
+		if c.Record != nil {
+			c.Record(c.buf[:n])
 		}
 		e, err := Parse(c.buf[:n])
 		if err != nil {
