@@ -69,7 +69,7 @@ func TestVMLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compare(t, mapObjs(all, portJSON), "link")
+	compare(t, asJSON(t, all), "link")
 
 	for _, tc := range []struct {
 		name          string
@@ -107,7 +107,7 @@ func TestVMLink(t *testing.T) {
 	if got := names(devs); !slices.Contains(got, "rnlx") || slices.Contains(got, "rxe2") {
 		t.Errorf("after renaming rxe2 to rnlx: %v", got)
 	}
-	compare(t, mapObjs(devs, deviceJSON), "dev")
+	compare(t, asJSON(t, devs), "dev")
 	if err := c.Rename(ctx, "rnlx", vmenv.RXE0); !errors.Is(err, ErrNameTaken) {
 		t.Errorf("Rename to a taken name: %v, want ErrNameTaken", err)
 	}
@@ -298,7 +298,7 @@ func TestVMNetns(t *testing.T) {
 	if got := names(host); !slices.Contains(got, vmenv.RXE1) || !slices.Contains(got, vmenv.RXE0) {
 		t.Errorf("host devices in exclusive mode: %v; want rxe0 and rxe1", got)
 	}
-	compare(t, mapObjs(host, deviceJSON), "dev")
+	compare(t, asJSON(t, host), "dev")
 	if devs, err := inNS.Devices(ctx); err != nil || len(devs) != 0 {
 		t.Errorf("devices of the namespace after the refused move: %v, %v; want none", names(devs), err)
 	}

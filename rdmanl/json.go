@@ -1,6 +1,7 @@
 package rdmanl
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -9,11 +10,45 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// This file turns our results into the objects iproute2's rdma -j prints
-// (Debian 12's iproute2 6.1), key by key, so tests compare them with
-// go-cmp. Numbers are float64, as encoding/json decodes them.
+// JSON: every result type marshals to the object iproute2's rdma -j
+// prints for it (Debian 12's iproute2 6.1: rdma -j dev, link, res, res
+// show qp|cq|mr|pd|cm_id, statistic, statistic qp), key for key, so
+// programs that parsed rdma's output read the same JSON. The VM tests
+// compare the two field by field.
 
 type jsonObj = map[string]any
+
+func marshal(o jsonObj) ([]byte, error) { return json.Marshal(o) }
+
+// MarshalJSON gives rdma -j dev's object.
+func (d Device) MarshalJSON() ([]byte, error) { return marshal(deviceJSON(d)) }
+
+// MarshalJSON gives rdma -j link's object.
+func (p Port) MarshalJSON() ([]byte, error) { return marshal(portJSON(p)) }
+
+// MarshalJSON gives rdma -j res's object.
+func (s Summary) MarshalJSON() ([]byte, error) { return marshal(summaryJSON(s)) }
+
+// MarshalJSON gives rdma -j res show qp's object.
+func (q QP) MarshalJSON() ([]byte, error) { return marshal(qpJSON(q)) }
+
+// MarshalJSON gives rdma -j res show cq's object.
+func (q CQ) MarshalJSON() ([]byte, error) { return marshal(cqJSON(q)) }
+
+// MarshalJSON gives rdma -j res show mr's object.
+func (m MR) MarshalJSON() ([]byte, error) { return marshal(mrJSON(m)) }
+
+// MarshalJSON gives rdma -j res show pd's object.
+func (p PD) MarshalJSON() ([]byte, error) { return marshal(pdJSON(p)) }
+
+// MarshalJSON gives rdma -j res show cm_id's object.
+func (m CMID) MarshalJSON() ([]byte, error) { return marshal(cmidJSON(m)) }
+
+// MarshalJSON gives rdma -j statistic's object for one port.
+func (p PortCounters) MarshalJSON() ([]byte, error) { return marshal(countersJSON(p)) }
+
+// MarshalJSON gives rdma -j statistic qp show's object.
+func (q QPCounter) MarshalJSON() ([]byte, error) { return marshal(qpCounterJSON(q)) }
 
 func num[T ~uint8 | ~uint32 | ~uint64 | ~int](v T) float64 { return float64(v) }
 
@@ -158,9 +193,9 @@ func countersJSON(p PortCounters) jsonObj {
 	return o
 }
 
-// systemText is what Debian's rdma 6.1 prints for rdma -j system: it
-// ignores -j there, and prints text.
-func systemText(s System) string {
+// String is what rdma system prints ("netns shared copy-on-fork on";
+// Debian's rdma 6.1 prints it for rdma -j system too).
+func (s System) String() string {
 	cof := "off"
 	if s.CopyOnFork {
 		cof = "on"
@@ -168,8 +203,9 @@ func systemText(s System) string {
 	return strings.TrimSpace(fmt.Sprintf("netns %s copy-on-fork %s", s.NetnsMode, cof))
 }
 
-// counterModeJSON is the mode text of rdma statistic qp mode (iproute2 6.1).
-func counterModeJSON(mode CounterMode, mask CounterMask) string {
+// CounterModeString is the mode text of rdma statistic qp mode ("qp auto
+// type on", "qp auto off").
+func CounterModeString(mode CounterMode, mask CounterMask) string {
 	if mode != CounterModeAuto || mask == 0 {
 		return "qp auto off"
 	}
