@@ -1,7 +1,6 @@
 package rdmanl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,16 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/goverbs/goverbs/internal/testvm/livetest"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
-	"github.com/goverbs/goverbs/internal/testvm/vmproc"
-	"github.com/goverbs/goverbs/uverbs"
 )
 
 // dialVM opens a Conn in the test VM whose traffic, when RDMANL_SEED_DIR
@@ -129,93 +126,12 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// liveObjects creates a PD, a CQ, an MR and an RC QP on rxe0 in this
-// process, and starts ibv_rc_pingpong (a server on rxe1 waiting for its
-// client) and rping (a listening CM id on rxe1's address) as a second and
-// third process. Everything goes away at the test's end.
-func liveObjects(t *testing.T) {
-	t.Helper()
-	vc, err := uverbs.Open(vmenv.RXE0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vc.Close() })
-	pd, err := vc.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pd.Close() })
-	cq, err := vc.CreateCQ(64, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cq.Close() })
-	buf, err := uverbs.AllocBuffer(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Close() })
-	mr, err := pd.RegisterBuffer(buf, 0, buf.Len(), uverbs.AccessLocalWrite|uverbs.AccessRemoteRead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mr.Close() })
-	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-		Cap: uverbs.QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { qp.Close() })
-
-	port := vmproc.FreePort(t)
-	start := func(name string, args ...string) {
-		cmd := exec.Command(name, args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
-	}
-	start("ibv_rc_pingpong", "-d", vmenv.RXE1, "-g", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port))
-	start("rping", "-s", "-a", vmenv.AddrB, "-p", strconv.Itoa(vmproc.FreePort(t)), "-C", "1")
-	deadline := time.Now().Add(30 * time.Second)
-	for !vmproc.Listening(port) || !rpingListening(t) {
-		if time.Now().After(deadline) {
-			t.Fatal("ibv_rc_pingpong or rping did not get ready in 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// rpingListening reports whether a CM id of rping's is listening.
-func rpingListening(t *testing.T) bool {
-	c, err := Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ids, err := c.CMIDs(context.Background(), AllDevices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if id.Owner.Comm == "rping" && id.State == 8 {
-			return true
-		}
-	}
-	return false
-}
-
 // TestVMIproute2 compares every query with iproute2's rdma -j on live
 // objects of this process and of two others.
 func TestVMIproute2(t *testing.T) {
 	c := dialVM(t)
 	ctx := testCtx(t)
-	liveObjects(t)
+	livetest.Start(t)
 
 	t.Run("dev", func(t *testing.T) {
 		devs, err := c.Devices(ctx)
