@@ -139,3 +139,57 @@ func handle(a nl.Attrs) (uint32, string, error) {
 	}
 	return idx, name, nil
 }
+
+// eachEntry hands each entry of the table attribute table (a nest of
+// nested entries, as the kernel sends resources and counters) to fn.
+func eachEntry(a nl.Attrs, table uint16, fn func(nl.Attrs) error) error {
+	entries, err := a.Nested(table)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		ea, err := nl.NewAttrs(e.Data)
+		if err != nil {
+			return err
+		}
+		if err := fn(ea); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// u32Field is an optional u32 attribute and where it goes.
+type u32Field struct {
+	dst *uint32
+	typ uint16
+}
+
+// optU32s reads optional u32 attributes; absent ones leave 0.
+func optU32s(a nl.Attrs, fields ...u32Field) error {
+	for _, f := range fields {
+		v, err := a.OptU32(f.typ)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	return nil
+}
+
+// deviceIndexes returns dev as a list, or every device's index for
+// AllDevices.
+func (c *Conn) deviceIndexes(ctx context.Context, dev int64) ([]uint32, error) {
+	if dev >= 0 {
+		return []uint32{uint32(dev)}, nil
+	}
+	all, err := c.Devices(ctx)
+	if err != nil && !errors.Is(err, ErrDumpInterrupted) {
+		return nil, err
+	}
+	idx := make([]uint32, 0, len(all))
+	for _, d := range all {
+		idx = append(idx, d.Index)
+	}
+	return idx, nil
+}

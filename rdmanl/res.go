@@ -68,16 +68,8 @@ func (c *Conn) Summary(ctx context.Context) ([]Summary, error) {
 		if s.DevIndex, s.DevName, err = handle(a); err != nil {
 			return err
 		}
-		entries, err := a.Nested(nl.RDMA_NLDEV_ATTR_RES_SUMMARY)
-		if err != nil {
-			return err
-		}
 		s.Counts = map[string]uint64{}
-		for _, e := range entries {
-			ea, err := nl.NewAttrs(e.Data)
-			if err != nil {
-				return err
-			}
+		err = eachEntry(a, nl.RDMA_NLDEV_ATTR_RES_SUMMARY, func(ea nl.Attrs) error {
 			name, err := ea.Str(nl.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME)
 			if err != nil {
 				return err
@@ -88,6 +80,10 @@ func (c *Conn) Summary(ctx context.Context) ([]Summary, error) {
 			}
 			s.Counts[name] = curr
 			s.Names = append(s.Names, name)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		out = append(out, s)
 		return nil
@@ -95,42 +91,22 @@ func (c *Conn) Summary(ctx context.Context) ([]Summary, error) {
 	return out, err
 }
 
-// resDump dumps one resource table of every device (or of the device with
-// index dev, if dev >= 0) and hands each entry to fn.
-func (c *Conn) resDump(ctx context.Context, what string, cmd, table uint16, dev int64, fn func(idx uint32, name string, e nl.Attrs) error) error {
-	var devs []uint32
-	if dev >= 0 {
-		devs = []uint32{uint32(dev)}
-	} else {
-		all, err := c.Devices(ctx)
-		if err != nil && !errors.Is(err, ErrDumpInterrupted) {
-			return err
-		}
-		for _, d := range all {
-			devs = append(devs, d.Index)
-		}
+// resDump dumps one table of every device (or of the device with index
+// dev, if dev >= 0), asking with the device index and the attributes
+// extra, and hands each entry to fn.
+func (c *Conn) resDump(ctx context.Context, what string, cmd, table uint16, dev int64, extra []byte, fn func(idx uint32, name string, e nl.Attrs) error) error {
+	devs, err := c.deviceIndexes(ctx, dev)
+	if err != nil {
+		return err
 	}
 	for _, di := range devs {
-		attrs := nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, di)
+		attrs := append(nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, di), extra...)
 		err := c.do(ctx, "get "+what, cmd, true, attrs, func(a nl.Attrs) error {
 			idx, name, err := handle(a)
 			if err != nil {
 				return err
 			}
-			entries, err := a.Nested(table)
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				ea, err := nl.NewAttrs(e.Data)
-				if err != nil {
-					return err
-				}
-				if err := fn(idx, name, ea); err != nil {
-					return err
-				}
-			}
-			return nil
+			return eachEntry(a, table, func(e nl.Attrs) error { return fn(idx, name, e) })
 		})
 		if err != nil && !errors.Is(err, ErrDumpInterrupted) {
 			if dev < 0 && errnoOf(err) == unix.EINVAL {
@@ -166,20 +142,19 @@ type QP struct {
 // QPs lists the queue pairs of one device (its index) or of AllDevices.
 func (c *Conn) QPs(ctx context.Context, dev int64) ([]QP, error) {
 	var out []QP
-	err := c.resDump(ctx, "QPs", nl.RDMA_NLDEV_CMD_RES_QP_GET, nl.RDMA_NLDEV_ATTR_RES_QP, dev, func(idx uint32, name string, e nl.Attrs) error {
+	err := c.resDump(ctx, "QPs", nl.RDMA_NLDEV_CMD_RES_QP_GET, nl.RDMA_NLDEV_ATTR_RES_QP, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
 		q := QP{DevIndex: idx, DevName: name}
 		var err error
 		var typ, st uint8
-		for _, f := range []struct {
-			p   *uint32
-			t   uint16
-			req bool
-		}{{&q.Port, nl.RDMA_NLDEV_ATTR_PORT_INDEX, false}, {&q.LQPN, nl.RDMA_NLDEV_ATTR_RES_LQPN, true},
-			{&q.RQPN, nl.RDMA_NLDEV_ATTR_RES_RQPN, false}, {&q.RQPSN, nl.RDMA_NLDEV_ATTR_RES_RQ_PSN, false},
-			{&q.SQPSN, nl.RDMA_NLDEV_ATTR_RES_SQ_PSN, true}, {&q.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN, false}} {
-			if *f.p, err = u32(e, f.t, f.req); err != nil {
-				return err
-			}
+		if q.LQPN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN); err != nil {
+			return err
+		}
+		if q.SQPSN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_SQ_PSN); err != nil {
+			return err
+		}
+		if err := optU32s(e, u32Field{&q.Port, nl.RDMA_NLDEV_ATTR_PORT_INDEX}, u32Field{&q.RQPN, nl.RDMA_NLDEV_ATTR_RES_RQPN},
+			u32Field{&q.RQPSN, nl.RDMA_NLDEV_ATTR_RES_RQ_PSN}, u32Field{&q.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
+			return err
 		}
 		if typ, err = e.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE); err != nil {
 			return err
@@ -198,13 +173,6 @@ func (c *Conn) QPs(ctx context.Context, dev int64) ([]QP, error) {
 		return nil
 	})
 	return out, err
-}
-
-func u32(a nl.Attrs, t uint16, required bool) (uint32, error) {
-	if required {
-		return a.U32(t)
-	}
-	return a.OptU32(t)
 }
 
 // CQ is a completion queue as rdma res show cq lists it.
@@ -226,7 +194,7 @@ type CQ struct {
 // CQs lists the completion queues of one device or of AllDevices.
 func (c *Conn) CQs(ctx context.Context, dev int64) ([]CQ, error) {
 	var out []CQ
-	err := c.resDump(ctx, "CQs", nl.RDMA_NLDEV_CMD_RES_CQ_GET, nl.RDMA_NLDEV_ATTR_RES_CQ, dev, func(idx uint32, name string, e nl.Attrs) error {
+	err := c.resDump(ctx, "CQs", nl.RDMA_NLDEV_CMD_RES_CQ_GET, nl.RDMA_NLDEV_ATTR_RES_CQ, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
 		q := CQ{DevIndex: idx, DevName: name}
 		var err error
 		if q.CQE, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_CQE); err != nil {
@@ -276,19 +244,15 @@ type MR struct {
 // MRs lists the memory regions of one device or of AllDevices.
 func (c *Conn) MRs(ctx context.Context, dev int64) ([]MR, error) {
 	var out []MR
-	err := c.resDump(ctx, "MRs", nl.RDMA_NLDEV_CMD_RES_MR_GET, nl.RDMA_NLDEV_ATTR_RES_MR, dev, func(idx uint32, name string, e nl.Attrs) error {
+	err := c.resDump(ctx, "MRs", nl.RDMA_NLDEV_CMD_RES_MR_GET, nl.RDMA_NLDEV_ATTR_RES_MR, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
 		m := MR{DevIndex: idx, DevName: name}
 		var err error
 		if m.Length, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_MRLEN); err != nil {
 			return err
 		}
-		for _, f := range []struct {
-			p *uint32
-			t uint16
-		}{{&m.MRN, nl.RDMA_NLDEV_ATTR_RES_MRN}, {&m.RKey, nl.RDMA_NLDEV_ATTR_RES_RKEY}, {&m.LKey, nl.RDMA_NLDEV_ATTR_RES_LKEY}, {&m.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}} {
-			if *f.p, err = e.OptU32(f.t); err != nil {
-				return err
-			}
+		if err := optU32s(e, u32Field{&m.MRN, nl.RDMA_NLDEV_ATTR_RES_MRN}, u32Field{&m.RKey, nl.RDMA_NLDEV_ATTR_RES_RKEY},
+			u32Field{&m.LKey, nl.RDMA_NLDEV_ATTR_RES_LKEY}, u32Field{&m.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
+			return err
 		}
 		if m.IOVA, err = e.OptU64(nl.RDMA_NLDEV_ATTR_RES_IOVA); err != nil {
 			return err
@@ -320,20 +284,15 @@ type PD struct {
 // PDs lists the protection domains of one device or of AllDevices.
 func (c *Conn) PDs(ctx context.Context, dev int64) ([]PD, error) {
 	var out []PD
-	err := c.resDump(ctx, "PDs", nl.RDMA_NLDEV_CMD_RES_PD_GET, nl.RDMA_NLDEV_ATTR_RES_PD, dev, func(idx uint32, name string, e nl.Attrs) error {
+	err := c.resDump(ctx, "PDs", nl.RDMA_NLDEV_CMD_RES_PD_GET, nl.RDMA_NLDEV_ATTR_RES_PD, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
 		p := PD{DevIndex: idx, DevName: name}
 		var err error
 		if p.Users, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_USECNT); err != nil {
 			return err
 		}
-		for _, f := range []struct {
-			p *uint32
-			t uint16
-		}{{&p.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}, {&p.LocalDMALKey, nl.RDMA_NLDEV_ATTR_RES_LOCAL_DMA_LKEY},
-			{&p.UnsafeGlobalRKey, nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY}, {&p.CtxN, nl.RDMA_NLDEV_ATTR_RES_CTXN}} {
-			if *f.p, err = e.OptU32(f.t); err != nil {
-				return err
-			}
+		if err := optU32s(e, u32Field{&p.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}, u32Field{&p.LocalDMALKey, nl.RDMA_NLDEV_ATTR_RES_LOCAL_DMA_LKEY},
+			u32Field{&p.UnsafeGlobalRKey, nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY}, u32Field{&p.CtxN, nl.RDMA_NLDEV_ATTR_RES_CTXN}); err != nil {
+			return err
 		}
 		p.HaveUnsafeGlobalRKey = e.Has(nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY)
 		if p.Owner, err = parseOwner(e); err != nil {
@@ -405,7 +364,7 @@ func (s CMState) String() string {
 // CMIDs lists the connection manager ids of one device or of AllDevices.
 func (c *Conn) CMIDs(ctx context.Context, dev int64) ([]CMID, error) {
 	var out []CMID
-	err := c.resDump(ctx, "CM ids", nl.RDMA_NLDEV_CMD_RES_CM_ID_GET, nl.RDMA_NLDEV_ATTR_RES_CM_ID, dev, func(idx uint32, name string, e nl.Attrs) error {
+	err := c.resDump(ctx, "CM ids", nl.RDMA_NLDEV_CMD_RES_CM_ID_GET, nl.RDMA_NLDEV_ATTR_RES_CM_ID, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
 		m := CMID{DevIndex: idx, DevName: name}
 		var err error
 		if m.Port, err = e.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {

@@ -27,27 +27,20 @@ type PortCounters struct {
 }
 
 func parseCounters(a nl.Attrs) ([]Counter, error) {
-	entries, err := a.Nested(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Counter, 0, len(entries))
-	for _, e := range entries {
-		ea, err := nl.NewAttrs(e.Data)
-		if err != nil {
-			return nil, err
-		}
+	out := []Counter{}
+	err := eachEntry(a, nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, func(ea nl.Attrs) error {
 		name, err := ea.Str(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		v, err := ea.U64(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, Counter{Name: name, Value: v})
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // PortCounters reads the hardware counters of one port (RDMA_NLDEV_CMD_STAT_GET
@@ -122,80 +115,42 @@ type QPCounter struct {
 // QPCounters lists the QP counters of one device (its index) or of
 // AllDevices (RDMA_NLDEV_CMD_STAT_GET dump with STAT_RES = RES_QP).
 func (c *Conn) QPCounters(ctx context.Context, dev int64) ([]QPCounter, error) {
-	var devs []uint32
-	if dev >= 0 {
-		devs = []uint32{uint32(dev)}
-	} else {
-		all, err := c.Devices(ctx)
-		if err != nil && !errors.Is(err, ErrDumpInterrupted) {
-			return nil, err
-		}
-		for _, d := range all {
-			devs = append(devs, d.Index)
-		}
-	}
 	var out []QPCounter
-	for _, di := range devs {
-		attrs := nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, di)
-		attrs = nl.AppendU32Attr(attrs, nl.RDMA_NLDEV_ATTR_STAT_RES, nl.RDMA_NLDEV_ATTR_RES_QP)
-		err := c.do(ctx, "get QP counters", nl.RDMA_NLDEV_CMD_STAT_GET, true, attrs, func(a nl.Attrs) error {
-			idx, name, err := handle(a)
-			if err != nil {
-				return err
-			}
-			entries, err := a.Nested(nl.RDMA_NLDEV_ATTR_STAT_COUNTER)
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				ea, err := nl.NewAttrs(e.Data)
-				if err != nil {
-					return err
-				}
-				q := QPCounter{DevIndex: idx, DevName: name}
-				if q.Port, err = ea.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
-					return err
-				}
-				if q.ID, err = ea.U32(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID); err != nil {
-					return err
-				}
-				if q.HaveQPType = ea.Has(nl.RDMA_NLDEV_ATTR_RES_TYPE); q.HaveQPType {
-					t, err := ea.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
-					if err != nil {
-						return err
-					}
-					q.QPType = uverbs.QPType(t)
-				}
-				if q.Owner, err = parseOwner(ea); err != nil {
-					return err
-				}
-				if q.Counters, err = parseCounters(ea); err != nil {
-					return err
-				}
-				qps, err := ea.Nested(nl.RDMA_NLDEV_ATTR_RES_QP)
-				if err != nil {
-					return err
-				}
-				for _, qp := range qps {
-					qa, err := nl.NewAttrs(qp.Data)
-					if err != nil {
-						return err
-					}
-					n, err := qa.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN)
-					if err != nil {
-						return err
-					}
-					q.LQPNs = append(q.LQPNs, n)
-				}
-				out = append(out, q)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, ErrDumpInterrupted) {
-			return nil, notFound(err, fmt.Sprintf("index %d", di))
+	extra := nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_RES, nl.RDMA_NLDEV_ATTR_RES_QP)
+	err := c.resDump(ctx, "QP counters", nl.RDMA_NLDEV_CMD_STAT_GET, nl.RDMA_NLDEV_ATTR_STAT_COUNTER, dev, extra, func(idx uint32, name string, ea nl.Attrs) error {
+		q := QPCounter{DevIndex: idx, DevName: name}
+		var err error
+		if q.Port, err = ea.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
+			return err
 		}
-	}
-	return out, nil
+		if q.ID, err = ea.U32(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID); err != nil {
+			return err
+		}
+		if q.HaveQPType = ea.Has(nl.RDMA_NLDEV_ATTR_RES_TYPE); q.HaveQPType {
+			t, err := ea.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
+			if err != nil {
+				return err
+			}
+			q.QPType = uverbs.QPType(t)
+		}
+		if q.Owner, err = parseOwner(ea); err != nil {
+			return err
+		}
+		if q.Counters, err = parseCounters(ea); err != nil {
+			return err
+		}
+		err = eachEntry(ea, nl.RDMA_NLDEV_ATTR_RES_QP, func(qa nl.Attrs) error {
+			n, err := qa.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN)
+			q.LQPNs = append(q.LQPNs, n)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		out = append(out, q)
+		return nil
+	})
+	return out, err
 }
 
 // CounterMode is how a port binds QPs to counters (enum
