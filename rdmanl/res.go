@@ -118,6 +118,20 @@ func (c *Conn) resDump(ctx context.Context, what string, cmd, table uint16, dev 
 	return nil
 }
 
+// dumpRes dumps one table (see resDump) and decodes each entry with parse.
+func dumpRes[T any](ctx context.Context, c *Conn, what string, cmd, table uint16, dev int64, extra []byte,
+	parse func(idx uint32, name string, e nl.Attrs) (T, error)) ([]T, error) {
+	var out []T
+	err := c.resDump(ctx, what, cmd, table, dev, extra, func(idx uint32, name string, e nl.Attrs) error {
+		x, err := parse(idx, name, e)
+		if err == nil {
+			out = append(out, x)
+		}
+		return err
+	})
+	return out, err
+}
+
 // AllDevices selects every device in the resource and counter dumps.
 const AllDevices = -1
 
@@ -141,38 +155,37 @@ type QP struct {
 
 // QPs lists the queue pairs of one device (its index) or of AllDevices.
 func (c *Conn) QPs(ctx context.Context, dev int64) ([]QP, error) {
-	var out []QP
-	err := c.resDump(ctx, "QPs", nl.RDMA_NLDEV_CMD_RES_QP_GET, nl.RDMA_NLDEV_ATTR_RES_QP, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
-		q := QP{DevIndex: idx, DevName: name}
-		var err error
-		var typ, st uint8
-		if q.LQPN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN); err != nil {
-			return err
-		}
-		if q.SQPSN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_SQ_PSN); err != nil {
-			return err
-		}
-		if err := optU32s(e, u32Field{&q.Port, nl.RDMA_NLDEV_ATTR_PORT_INDEX}, u32Field{&q.RQPN, nl.RDMA_NLDEV_ATTR_RES_RQPN},
-			u32Field{&q.RQPSN, nl.RDMA_NLDEV_ATTR_RES_RQ_PSN}, u32Field{&q.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
-			return err
-		}
-		if typ, err = e.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE); err != nil {
-			return err
-		}
-		if st, err = e.U8(nl.RDMA_NLDEV_ATTR_RES_STATE); err != nil {
-			return err
-		}
-		if q.PathMigState, err = e.OptU8(nl.RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE); err != nil {
-			return err
-		}
-		q.Type, q.State = uverbs.QPType(typ), uverbs.QPState(st)
-		if q.Owner, err = parseOwner(e); err != nil {
-			return err
-		}
-		out = append(out, q)
-		return nil
-	})
-	return out, err
+	return dumpRes(ctx, c, "QPs", nl.RDMA_NLDEV_CMD_RES_QP_GET, nl.RDMA_NLDEV_ATTR_RES_QP, dev, nil, parseQP)
+}
+
+func parseQP(idx uint32, name string, e nl.Attrs) (QP, error) {
+	q := QP{DevIndex: idx, DevName: name}
+	var err error
+	var typ, st uint8
+	if q.LQPN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN); err != nil {
+		return QP{}, err
+	}
+	if q.SQPSN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_SQ_PSN); err != nil {
+		return QP{}, err
+	}
+	if err := optU32s(e, u32Field{&q.Port, nl.RDMA_NLDEV_ATTR_PORT_INDEX}, u32Field{&q.RQPN, nl.RDMA_NLDEV_ATTR_RES_RQPN},
+		u32Field{&q.RQPSN, nl.RDMA_NLDEV_ATTR_RES_RQ_PSN}, u32Field{&q.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
+		return QP{}, err
+	}
+	if typ, err = e.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE); err != nil {
+		return QP{}, err
+	}
+	if st, err = e.U8(nl.RDMA_NLDEV_ATTR_RES_STATE); err != nil {
+		return QP{}, err
+	}
+	if q.PathMigState, err = e.OptU8(nl.RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE); err != nil {
+		return QP{}, err
+	}
+	q.Type, q.State = uverbs.QPType(typ), uverbs.QPState(st)
+	if q.Owner, err = parseOwner(e); err != nil {
+		return QP{}, err
+	}
+	return q, nil
 }
 
 // CQ is a completion queue as rdma res show cq lists it.
@@ -193,38 +206,34 @@ type CQ struct {
 
 // CQs lists the completion queues of one device or of AllDevices.
 func (c *Conn) CQs(ctx context.Context, dev int64) ([]CQ, error) {
-	var out []CQ
-	err := c.resDump(ctx, "CQs", nl.RDMA_NLDEV_CMD_RES_CQ_GET, nl.RDMA_NLDEV_ATTR_RES_CQ, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
-		q := CQ{DevIndex: idx, DevName: name}
-		var err error
-		if q.CQE, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_CQE); err != nil {
-			return err
-		}
-		if q.Users, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_USECNT); err != nil {
-			return err
-		}
-		if q.CQN, err = e.OptU32(nl.RDMA_NLDEV_ATTR_RES_CQN); err != nil {
-			return err
-		}
-		if q.CtxN, err = e.OptU32(nl.RDMA_NLDEV_ATTR_RES_CTXN); err != nil {
-			return err
-		}
-		if q.PollCtx, err = e.OptU8(nl.RDMA_NLDEV_ATTR_RES_POLL_CTX); err != nil {
-			return err
-		}
-		q.HavePollCtx = e.Has(nl.RDMA_NLDEV_ATTR_RES_POLL_CTX)
-		dim, err := e.OptU8(nl.RDMA_NLDEV_ATTR_DEV_DIM)
-		if err != nil {
-			return err
-		}
-		q.AdaptiveModeration = dim != 0
-		if q.Owner, err = parseOwner(e); err != nil {
-			return err
-		}
-		out = append(out, q)
-		return nil
-	})
-	return out, err
+	return dumpRes(ctx, c, "CQs", nl.RDMA_NLDEV_CMD_RES_CQ_GET, nl.RDMA_NLDEV_ATTR_RES_CQ, dev, nil, parseCQ)
+}
+
+func parseCQ(idx uint32, name string, e nl.Attrs) (CQ, error) {
+	q := CQ{DevIndex: idx, DevName: name}
+	var err error
+	if q.CQE, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_CQE); err != nil {
+		return CQ{}, err
+	}
+	if q.Users, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_USECNT); err != nil {
+		return CQ{}, err
+	}
+	if err := optU32s(e, u32Field{&q.CQN, nl.RDMA_NLDEV_ATTR_RES_CQN}, u32Field{&q.CtxN, nl.RDMA_NLDEV_ATTR_RES_CTXN}); err != nil {
+		return CQ{}, err
+	}
+	if q.PollCtx, err = e.OptU8(nl.RDMA_NLDEV_ATTR_RES_POLL_CTX); err != nil {
+		return CQ{}, err
+	}
+	q.HavePollCtx = e.Has(nl.RDMA_NLDEV_ATTR_RES_POLL_CTX)
+	dim, err := e.OptU8(nl.RDMA_NLDEV_ATTR_DEV_DIM)
+	if err != nil {
+		return CQ{}, err
+	}
+	q.AdaptiveModeration = dim != 0
+	if q.Owner, err = parseOwner(e); err != nil {
+		return CQ{}, err
+	}
+	return q, nil
 }
 
 // MR is a memory region as rdma res show mr lists it. The keys and the
@@ -243,27 +252,26 @@ type MR struct {
 
 // MRs lists the memory regions of one device or of AllDevices.
 func (c *Conn) MRs(ctx context.Context, dev int64) ([]MR, error) {
-	var out []MR
-	err := c.resDump(ctx, "MRs", nl.RDMA_NLDEV_CMD_RES_MR_GET, nl.RDMA_NLDEV_ATTR_RES_MR, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
-		m := MR{DevIndex: idx, DevName: name}
-		var err error
-		if m.Length, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_MRLEN); err != nil {
-			return err
-		}
-		if err := optU32s(e, u32Field{&m.MRN, nl.RDMA_NLDEV_ATTR_RES_MRN}, u32Field{&m.RKey, nl.RDMA_NLDEV_ATTR_RES_RKEY},
-			u32Field{&m.LKey, nl.RDMA_NLDEV_ATTR_RES_LKEY}, u32Field{&m.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
-			return err
-		}
-		if m.IOVA, err = e.OptU64(nl.RDMA_NLDEV_ATTR_RES_IOVA); err != nil {
-			return err
-		}
-		if m.Owner, err = parseOwner(e); err != nil {
-			return err
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
+	return dumpRes(ctx, c, "MRs", nl.RDMA_NLDEV_CMD_RES_MR_GET, nl.RDMA_NLDEV_ATTR_RES_MR, dev, nil, parseMR)
+}
+
+func parseMR(idx uint32, name string, e nl.Attrs) (MR, error) {
+	m := MR{DevIndex: idx, DevName: name}
+	var err error
+	if m.Length, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_MRLEN); err != nil {
+		return MR{}, err
+	}
+	if err := optU32s(e, u32Field{&m.MRN, nl.RDMA_NLDEV_ATTR_RES_MRN}, u32Field{&m.RKey, nl.RDMA_NLDEV_ATTR_RES_RKEY},
+		u32Field{&m.LKey, nl.RDMA_NLDEV_ATTR_RES_LKEY}, u32Field{&m.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}); err != nil {
+		return MR{}, err
+	}
+	if m.IOVA, err = e.OptU64(nl.RDMA_NLDEV_ATTR_RES_IOVA); err != nil {
+		return MR{}, err
+	}
+	if m.Owner, err = parseOwner(e); err != nil {
+		return MR{}, err
+	}
+	return m, nil
 }
 
 // PD is a protection domain as rdma res show pd lists it.
@@ -283,25 +291,24 @@ type PD struct {
 
 // PDs lists the protection domains of one device or of AllDevices.
 func (c *Conn) PDs(ctx context.Context, dev int64) ([]PD, error) {
-	var out []PD
-	err := c.resDump(ctx, "PDs", nl.RDMA_NLDEV_CMD_RES_PD_GET, nl.RDMA_NLDEV_ATTR_RES_PD, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
-		p := PD{DevIndex: idx, DevName: name}
-		var err error
-		if p.Users, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_USECNT); err != nil {
-			return err
-		}
-		if err := optU32s(e, u32Field{&p.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}, u32Field{&p.LocalDMALKey, nl.RDMA_NLDEV_ATTR_RES_LOCAL_DMA_LKEY},
-			u32Field{&p.UnsafeGlobalRKey, nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY}, u32Field{&p.CtxN, nl.RDMA_NLDEV_ATTR_RES_CTXN}); err != nil {
-			return err
-		}
-		p.HaveUnsafeGlobalRKey = e.Has(nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY)
-		if p.Owner, err = parseOwner(e); err != nil {
-			return err
-		}
-		out = append(out, p)
-		return nil
-	})
-	return out, err
+	return dumpRes(ctx, c, "PDs", nl.RDMA_NLDEV_CMD_RES_PD_GET, nl.RDMA_NLDEV_ATTR_RES_PD, dev, nil, parsePD)
+}
+
+func parsePD(idx uint32, name string, e nl.Attrs) (PD, error) {
+	p := PD{DevIndex: idx, DevName: name}
+	var err error
+	if p.Users, err = e.U64(nl.RDMA_NLDEV_ATTR_RES_USECNT); err != nil {
+		return PD{}, err
+	}
+	if err := optU32s(e, u32Field{&p.PDN, nl.RDMA_NLDEV_ATTR_RES_PDN}, u32Field{&p.LocalDMALKey, nl.RDMA_NLDEV_ATTR_RES_LOCAL_DMA_LKEY},
+		u32Field{&p.UnsafeGlobalRKey, nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY}, u32Field{&p.CtxN, nl.RDMA_NLDEV_ATTR_RES_CTXN}); err != nil {
+		return PD{}, err
+	}
+	p.HaveUnsafeGlobalRKey = e.Has(nl.RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY)
+	if p.Owner, err = parseOwner(e); err != nil {
+		return PD{}, err
+	}
+	return p, nil
 }
 
 // CMID is a connection manager id (rdma_cm_id) as rdma res show cm_id
@@ -363,52 +370,51 @@ func (s CMState) String() string {
 
 // CMIDs lists the connection manager ids of one device or of AllDevices.
 func (c *Conn) CMIDs(ctx context.Context, dev int64) ([]CMID, error) {
-	var out []CMID
-	err := c.resDump(ctx, "CM ids", nl.RDMA_NLDEV_CMD_RES_CM_ID_GET, nl.RDMA_NLDEV_ATTR_RES_CM_ID, dev, nil, func(idx uint32, name string, e nl.Attrs) error {
-		m := CMID{DevIndex: idx, DevName: name}
-		var err error
-		if m.Port, err = e.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
-			return err
+	return dumpRes(ctx, c, "CM ids", nl.RDMA_NLDEV_CMD_RES_CM_ID_GET, nl.RDMA_NLDEV_ATTR_RES_CM_ID, dev, nil, parseCMID)
+}
+
+func parseCMID(idx uint32, name string, e nl.Attrs) (CMID, error) {
+	m := CMID{DevIndex: idx, DevName: name}
+	var err error
+	if m.Port, err = e.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
+		return CMID{}, err
+	}
+	if m.CMIDN, err = e.OptU32(nl.RDMA_NLDEV_ATTR_RES_CM_IDN); err != nil {
+		return CMID{}, err
+	}
+	if m.HaveQP = e.Has(nl.RDMA_NLDEV_ATTR_RES_LQPN); m.HaveQP {
+		if m.LQPN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN); err != nil {
+			return CMID{}, err
 		}
-		if m.CMIDN, err = e.OptU32(nl.RDMA_NLDEV_ATTR_RES_CM_IDN); err != nil {
-			return err
-		}
-		if m.HaveQP = e.Has(nl.RDMA_NLDEV_ATTR_RES_LQPN); m.HaveQP {
-			if m.LQPN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN); err != nil {
-				return err
-			}
-			t, err := e.OptU8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
-			if err != nil {
-				return err
-			}
-			m.QPType = uverbs.QPType(t)
-		}
-		ps, err := e.U32(nl.RDMA_NLDEV_ATTR_RES_PS)
+		t, err := e.OptU8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
 		if err != nil {
-			return err
+			return CMID{}, err
 		}
-		st, err := e.U8(nl.RDMA_NLDEV_ATTR_RES_STATE)
-		if err != nil {
-			return err
+		m.QPType = uverbs.QPType(t)
+	}
+	ps, err := e.U32(nl.RDMA_NLDEV_ATTR_RES_PS)
+	if err != nil {
+		return CMID{}, err
+	}
+	st, err := e.U8(nl.RDMA_NLDEV_ATTR_RES_STATE)
+	if err != nil {
+		return CMID{}, err
+	}
+	m.PS, m.State = PortSpace(ps), CMState(st)
+	if e.Has(nl.RDMA_NLDEV_ATTR_RES_SRC_ADDR) {
+		if m.Src, err = parseSockaddr(e[nl.RDMA_NLDEV_ATTR_RES_SRC_ADDR]); err != nil {
+			return CMID{}, err
 		}
-		m.PS, m.State = PortSpace(ps), CMState(st)
-		if e.Has(nl.RDMA_NLDEV_ATTR_RES_SRC_ADDR) {
-			if m.Src, err = parseSockaddr(e[nl.RDMA_NLDEV_ATTR_RES_SRC_ADDR]); err != nil {
-				return err
-			}
+	}
+	if e.Has(nl.RDMA_NLDEV_ATTR_RES_DST_ADDR) {
+		if m.Dst, err = parseSockaddr(e[nl.RDMA_NLDEV_ATTR_RES_DST_ADDR]); err != nil {
+			return CMID{}, err
 		}
-		if e.Has(nl.RDMA_NLDEV_ATTR_RES_DST_ADDR) {
-			if m.Dst, err = parseSockaddr(e[nl.RDMA_NLDEV_ATTR_RES_DST_ADDR]); err != nil {
-				return err
-			}
-		}
-		if m.Owner, err = parseOwner(e); err != nil {
-			return err
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
+	}
+	if m.Owner, err = parseOwner(e); err != nil {
+		return CMID{}, err
+	}
+	return m, nil
 }
 
 // parseSockaddr decodes a struct sockaddr_storage holding an AF_INET or

@@ -115,42 +115,41 @@ type QPCounter struct {
 // QPCounters lists the QP counters of one device (its index) or of
 // AllDevices (RDMA_NLDEV_CMD_STAT_GET dump with STAT_RES = RES_QP).
 func (c *Conn) QPCounters(ctx context.Context, dev int64) ([]QPCounter, error) {
-	var out []QPCounter
 	extra := nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_RES, nl.RDMA_NLDEV_ATTR_RES_QP)
-	err := c.resDump(ctx, "QP counters", nl.RDMA_NLDEV_CMD_STAT_GET, nl.RDMA_NLDEV_ATTR_STAT_COUNTER, dev, extra, func(idx uint32, name string, ea nl.Attrs) error {
-		q := QPCounter{DevIndex: idx, DevName: name}
-		var err error
-		if q.Port, err = ea.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
-			return err
-		}
-		if q.ID, err = ea.U32(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID); err != nil {
-			return err
-		}
-		if q.HaveQPType = ea.Has(nl.RDMA_NLDEV_ATTR_RES_TYPE); q.HaveQPType {
-			t, err := ea.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
-			if err != nil {
-				return err
-			}
-			q.QPType = uverbs.QPType(t)
-		}
-		if q.Owner, err = parseOwner(ea); err != nil {
-			return err
-		}
-		if q.Counters, err = parseCounters(ea); err != nil {
-			return err
-		}
-		err = eachEntry(ea, nl.RDMA_NLDEV_ATTR_RES_QP, func(qa nl.Attrs) error {
-			n, err := qa.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN)
-			q.LQPNs = append(q.LQPNs, n)
-			return err
-		})
+	return dumpRes(ctx, c, "QP counters", nl.RDMA_NLDEV_CMD_STAT_GET, nl.RDMA_NLDEV_ATTR_STAT_COUNTER, dev, extra, parseQPCounter)
+}
+
+func parseQPCounter(idx uint32, name string, ea nl.Attrs) (QPCounter, error) {
+	q := QPCounter{DevIndex: idx, DevName: name}
+	var err error
+	if q.Port, err = ea.OptU32(nl.RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
+		return QPCounter{}, err
+	}
+	if q.ID, err = ea.U32(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID); err != nil {
+		return QPCounter{}, err
+	}
+	if q.HaveQPType = ea.Has(nl.RDMA_NLDEV_ATTR_RES_TYPE); q.HaveQPType {
+		t, err := ea.U8(nl.RDMA_NLDEV_ATTR_RES_TYPE)
 		if err != nil {
-			return err
+			return QPCounter{}, err
 		}
-		out = append(out, q)
-		return nil
+		q.QPType = uverbs.QPType(t)
+	}
+	if q.Owner, err = parseOwner(ea); err != nil {
+		return QPCounter{}, err
+	}
+	if q.Counters, err = parseCounters(ea); err != nil {
+		return QPCounter{}, err
+	}
+	err = eachEntry(ea, nl.RDMA_NLDEV_ATTR_RES_QP, func(qa nl.Attrs) error {
+		n, err := qa.U32(nl.RDMA_NLDEV_ATTR_RES_LQPN)
+		q.LQPNs = append(q.LQPNs, n)
+		return err
 	})
-	return out, err
+	if err != nil {
+		return QPCounter{}, err
+	}
+	return q, nil
 }
 
 // CounterMode is how a port binds QPs to counters (enum
