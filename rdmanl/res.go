@@ -35,10 +35,13 @@ func parseOwner(a nl.Attrs) (Owner, error) {
 		if err != nil {
 			return Owner{}, err
 		}
-		return Owner{PID: pid, Comm: taskComm(pid)}, nil
+		return Owner{PID: pid, Comm: readComm(pid)}, nil
 	}
 	return Owner{Kernel: true, Comm: a.OptStr(nl.RDMA_NLDEV_ATTR_RES_KERN_NAME)}, nil
 }
+
+// readComm is taskComm; tests replace it.
+var readComm = taskComm
 
 // taskComm reads a process's command name, "" if it is gone.
 func taskComm(pid uint32) string {
