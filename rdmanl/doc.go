@@ -25,7 +25,8 @@
 // Errors the kernel returns wrap its errno (errors.Is(err, unix.EPERM)).
 // The common ones of link and device management are also matched by the
 // sentinels ErrNotFound, ErrNetdevNotFound, ErrNameTaken, ErrNetdevInUse,
-// ErrLinkTypeUnavailable and ErrNotSoftware. Replies that are not
+// ErrLinkTypeUnavailable, ErrNotSoftware and ErrNotSupported (the module's
+// one "not supported", uverbs.ErrNotSupported). Replies that are not
 // well-formed netlink match ErrMalformed.
 //
 // # Network namespaces
