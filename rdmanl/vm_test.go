@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,6 +140,20 @@ func TestVMIproute2(t *testing.T) {
 			t.Fatal(err)
 		}
 		compare(t, asJSON(t, devs), "dev")
+		// rdma -d dev adds the DIM setting and a name per capability bit
+		// (iproute2's names, "UNKNOWN" for bits it does not know).
+		for _, o := range rdmaJSON(t, "-d", "dev") {
+			for _, d := range devs {
+				if o["ifname"] != d.Name {
+					continue
+				}
+				caps, _ := o["caps"].([]any)
+				if len(caps) != bits.OnesCount64(d.Caps) || o["adaptive-moderation"] != d.AdaptiveModeration {
+					t.Errorf("%s: caps %#x (%d bits), DIM %v; rdma -d: %v, %v", d.Name, d.Caps, bits.OnesCount64(d.Caps),
+						d.AdaptiveModeration, caps, o["adaptive-moderation"])
+				}
+			}
+		}
 		for _, d := range devs {
 			if d.Driver != "rxe" || d.Ports != 1 || d.Protocol != "roce" {
 				t.Errorf("%s: driver %q, %d ports, protocol %q; want rxe, 1, roce", d.Name, d.Driver, d.Ports, d.Protocol)
