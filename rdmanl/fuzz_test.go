@@ -88,6 +88,10 @@ var queries = map[string]query{
 		}
 		return n, s, err
 	}},
+	"Monitor": {nl.RDMA_NLDEV_CMD_MONITOR, func(ctx context.Context, c *Conn) (int, []string, error) {
+		n, err := (&Monitor{c: c.c}).Next(ctx)
+		return 1, []string{n.DevName, n.Netdev}, err
+	}},
 	"QPCounterMode": {nl.RDMA_NLDEV_CMD_STAT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		_, _, err := c.QPCounterMode(ctx, 0, 1)
 		return 0, nil, err
