@@ -8,7 +8,7 @@
 //     (rdma system, rdma dev set DEV netns);
 //   - statistics: PortCounters, QPCounters, SetQPCounterAuto
 //     (rdma statistic), and HWCounters from sysfs;
-//   - resources: Summary, QPs, CQs, MRs, PDs, CMIDs (rdma res show);
+//   - resources: Summary, QPs, CQs, MRs, PDs, CMIDs, Contexts (rdma res show);
 //   - events: Watch, device add, remove and rename notifications.
 //
 // A Conn is one netlink socket; every call takes a context.Context that

@@ -70,6 +70,10 @@ var queries = map[string]query{
 		qs, err := c.CMIDs(ctx, 0)
 		return len(qs), ownerStrs(qs, func(q CMID) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
+	"Contexts": {nl.RDMA_NLDEV_CMD_RES_CTX_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
+		xs, err := c.Contexts(ctx, 0)
+		return len(xs), ownerStrs(xs, func(x Ctx) (string, Owner) { return x.DevName, x.Owner }), err
+	}},
 	"PortCounters": {nl.RDMA_NLDEV_CMD_STAT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		pc, err := c.PortCounters(ctx, 0, 1)
 		s := []string{pc.DevName}

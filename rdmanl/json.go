@@ -44,6 +44,13 @@ func (p PD) MarshalJSON() ([]byte, error) { return marshal(pdJSON(p)) }
 // MarshalJSON gives rdma -j res show cm_id's object.
 func (m CMID) MarshalJSON() ([]byte, error) { return marshal(cmidJSON(m)) }
 
+// MarshalJSON gives rdma -j res show ctx's object.
+func (x Ctx) MarshalJSON() ([]byte, error) {
+	o := jsonObj{"ifindex": num(x.DevIndex), "ifname": x.DevName, "ctxn": num(x.CtxN)}
+	ownerJSON(o, x.Owner)
+	return marshal(o)
+}
+
 // MarshalJSON gives rdma -j statistic's object for one port.
 func (p PortCounters) MarshalJSON() ([]byte, error) { return marshal(countersJSON(p)) }
 

@@ -442,3 +442,29 @@ func parseSockaddr(b []byte) (netip.AddrPort, error) {
 	}
 	return netip.AddrPort{}, nil
 }
+
+// Ctx is a user verbs context (an open uverbs file) as rdma res show ctx
+// lists it.
+type Ctx struct {
+	DevIndex uint32
+	DevName  string
+	CtxN     uint32 // restrack id; the CtxN of its PDs and CQs
+	Owner    Owner
+}
+
+// Contexts lists the verbs contexts of one device or of AllDevices.
+func (c *Conn) Contexts(ctx context.Context, dev int64) ([]Ctx, error) {
+	return dumpRes(ctx, c, "contexts", nl.RDMA_NLDEV_CMD_RES_CTX_GET, nl.RDMA_NLDEV_ATTR_RES_CTX, dev, nil, parseCtx)
+}
+
+func parseCtx(idx uint32, name string, e nl.Attrs) (Ctx, error) {
+	x := Ctx{DevIndex: idx, DevName: name}
+	var err error
+	if x.CtxN, err = e.U32(nl.RDMA_NLDEV_ATTR_RES_CTXN); err != nil {
+		return Ctx{}, err
+	}
+	if x.Owner, err = parseOwner(e); err != nil {
+		return Ctx{}, err
+	}
+	return x, nil
+}

@@ -246,6 +246,14 @@ func TestVMIproute2(t *testing.T) {
 		}
 		compare(t, asJSON(t, ids), "res", "show", "cm_id")
 	})
+	t.Run("ctx", func(t *testing.T) {
+		xs, err := c.Contexts(ctx, AllDevices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compare(t, asJSON(t, xs), "res", "show", "ctx")
+		mustOwn(t, xs, func(x Ctx) Owner { return x.Owner })
+	})
 	t.Run("statistic", func(t *testing.T) {
 		pcs, err := c.AllPortCounters(ctx)
 		if err != nil {

@@ -8,7 +8,7 @@
 //	stat    the hardware counters of every port (rdma statistic)
 //	qpstat  the per-QP counters (rdma statistic qp show)
 //	res     the resource counts of every device (rdma res)
-//	qp, cq, mr, pd, cm_id
+//	qp, cq, mr, pd, cm_id, ctx
 //	        the resources with their owners (rdma res show qp, ...)
 //	link    the ports, their state and network devices (rdma link)
 //	dev     the devices (rdma dev)
@@ -43,7 +43,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-var topics = []string{"stat", "qpstat", "res", "qp", "cq", "mr", "pd", "cm_id", "link", "dev"}
+var topics = []string{"stat", "qpstat", "res", "qp", "cq", "mr", "pd", "cm_id", "ctx", "link", "dev"}
 
 // run is rdmastat with its arguments and outputs; it returns the exit
 // status: 0, 1 when a query failed, 2 for a bad command line.
@@ -137,6 +137,8 @@ func query(ctx context.Context, c *rdmanl.Conn, topic string, sel int64, dev str
 		return c.PDs(ctx, sel)
 	case "cm_id":
 		return c.CMIDs(ctx, sel)
+	case "ctx":
+		return c.Contexts(ctx, sel)
 	case "link":
 		ps, err := c.Links(ctx)
 		return filter(ps, func(p rdmanl.Port) bool { return keep(p.DevName) }), err
@@ -159,7 +161,7 @@ func filter[T any](xs []T, keep func(T) bool) []T {
 
 // leading are the keys printed first in text output, in this order; the
 // rest follow sorted.
-var leading = []string{"ifindex", "ifname", "port", "pdn", "cqn", "mrn", "cm-idn", "cntn", "lqpn", "type", "state"}
+var leading = []string{"ifindex", "ifname", "port", "pdn", "cqn", "mrn", "cm-idn", "ctxn", "cntn", "lqpn", "type", "state"}
 
 // write writes one topic: a JSON array on one line, or a line of "key
 // value" pairs per item.

@@ -68,6 +68,7 @@ func TestVMMatchesRdma(t *testing.T) {
 		{[]string{"mr"}, []string{"res", "show", "mr"}},
 		{[]string{"pd"}, []string{"res", "show", "pd"}},
 		{[]string{"cm_id"}, []string{"res", "show", "cm_id"}},
+		{[]string{"ctx"}, []string{"res", "show", "ctx"}},
 		{[]string{"link"}, []string{"link"}},
 		{[]string{"dev"}, []string{"dev"}},
 		{[]string{"-d", vmenv.RXE1, "qp"}, []string{"res", "show", "qp", "link", vmenv.RXE1}},
