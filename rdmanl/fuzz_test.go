@@ -2,6 +2,7 @@ package rdmanl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -24,6 +25,7 @@ type query struct {
 var queries = map[string]query{
 	"Devices": {nl.RDMA_NLDEV_CMD_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		ds, err := c.Devices(ctx)
+		checkMarshal(ds)
 		var s []string
 		for _, d := range ds {
 			s = append(s, d.Name, d.FWVersion, d.Protocol)
@@ -32,6 +34,7 @@ var queries = map[string]query{
 	}},
 	"Ports": {nl.RDMA_NLDEV_CMD_PORT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		ps, err := c.Ports(ctx, 0)
+		checkMarshal(ps)
 		var s []string
 		for _, p := range ps {
 			s = append(s, p.DevName, p.Netdev)
@@ -41,6 +44,7 @@ var queries = map[string]query{
 	"System": {nl.RDMA_NLDEV_CMD_SYS_GET, func(ctx context.Context, c *Conn) (int, []string, error) { _, err := c.System(ctx); return 1, nil, err }},
 	"Summary": {nl.RDMA_NLDEV_CMD_RES_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		ss, err := c.Summary(ctx)
+		checkMarshal(ss)
 		var s []string
 		n := len(ss)
 		for _, x := range ss {
@@ -52,30 +56,37 @@ var queries = map[string]query{
 	}},
 	"QPs": {nl.RDMA_NLDEV_CMD_RES_QP_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.QPs(ctx, 0)
+		checkMarshal(qs)
 		return len(qs), ownerStrs(qs, func(q QP) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
 	"CQs": {nl.RDMA_NLDEV_CMD_RES_CQ_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.CQs(ctx, 0)
+		checkMarshal(qs)
 		return len(qs), ownerStrs(qs, func(q CQ) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
 	"MRs": {nl.RDMA_NLDEV_CMD_RES_MR_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.MRs(ctx, 0)
+		checkMarshal(qs)
 		return len(qs), ownerStrs(qs, func(q MR) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
 	"PDs": {nl.RDMA_NLDEV_CMD_RES_PD_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.PDs(ctx, 0)
+		checkMarshal(qs)
 		return len(qs), ownerStrs(qs, func(q PD) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
 	"CMIDs": {nl.RDMA_NLDEV_CMD_RES_CM_ID_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.CMIDs(ctx, 0)
+		checkMarshal(qs)
 		return len(qs), ownerStrs(qs, func(q CMID) (string, Owner) { return q.DevName, q.Owner }), err
 	}},
 	"Contexts": {nl.RDMA_NLDEV_CMD_RES_CTX_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		xs, err := c.Contexts(ctx, 0)
+		checkMarshal(xs)
 		return len(xs), ownerStrs(xs, func(x Ctx) (string, Owner) { return x.DevName, x.Owner }), err
 	}},
 	"PortCounters": {nl.RDMA_NLDEV_CMD_STAT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		pc, err := c.PortCounters(ctx, 0, 1)
+		checkMarshal(pc)
 		s := []string{pc.DevName}
 		for _, x := range pc.Counters {
 			s = append(s, x.Name)
@@ -84,6 +95,7 @@ var queries = map[string]query{
 	}},
 	"QPCounters": {nl.RDMA_NLDEV_CMD_STAT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		qs, err := c.QPCounters(ctx, 0)
+		checkMarshal(qs)
 		n := len(qs)
 		var s []string
 		for _, q := range qs {
@@ -94,12 +106,23 @@ var queries = map[string]query{
 	}},
 	"Monitor": {nl.RDMA_NLDEV_CMD_MONITOR, func(ctx context.Context, c *Conn) (int, []string, error) {
 		n, err := (&Monitor{c: c.c}).Next(ctx)
+		checkMarshal(n)
 		return 1, []string{n.DevName, n.Netdev}, err
 	}},
 	"QPCounterMode": {nl.RDMA_NLDEV_CMD_STAT_GET, func(ctx context.Context, c *Conn) (int, []string, error) {
 		_, _, err := c.QPCounterMode(ctx, 0, 1)
 		return 0, nil, err
 	}},
+}
+
+// marshalErr is the first MarshalJSON failure of an exec.
+var marshalErr error
+
+// checkMarshal marshals a query's result, as a user would print it.
+func checkMarshal(v any) {
+	if _, err := json.Marshal(v); err != nil && marshalErr == nil {
+		marshalErr = err
+	}
 }
 
 func ownerStrs[T any](xs []T, f func(T) (string, Owner)) []string {
@@ -135,12 +158,16 @@ func FuzzReplies(f *testing.F) {
 			if q.cmd != cmd {
 				continue
 			}
+			marshalErr = nil
 			c := &Conn{c: nl.Replay([][]byte{b, endOfExchange})}
 			n, strs, err := q.run(context.Background(), c)
 			var ke *nl.Error
 			if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, io.EOF) && !errors.As(err, &ke) &&
 				!errors.Is(err, ErrDumpInterrupted) {
 				t.Fatalf("%s: unexpected error %v", name, err)
+			}
+			if marshalErr != nil {
+				t.Fatalf("%s: MarshalJSON: %v", name, marshalErr)
 			}
 			if n > len(b)/4+1 {
 				t.Fatalf("%s: %d items from %d bytes", name, n, len(b))

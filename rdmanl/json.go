@@ -78,11 +78,20 @@ func deviceJSON(d Device) jsonObj {
 	return o
 }
 
+// nameOf names value i from iproute2's table, "UNKNOWN" past its end, as
+// iproute2 does.
+func nameOf(names []string, i int) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return "UNKNOWN"
+}
+
 var physStateJSON = []string{"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP", "LINK_ERROR_RECOVER", "PHY_TEST"}
 
 func portJSON(p Port) jsonObj {
 	o := jsonObj{"ifindex": num(p.DevIndex), "ifname": p.DevName, "port": num(p.Port),
-		"state": p.State.String(), "physical_state": physStateJSON[p.PhysState]}
+		"state": p.State.String(), "physical_state": nameOf(physStateJSON, int(p.PhysState))}
 	if p.Netdev != "" {
 		o["netdev"], o["netdev_index"] = p.Netdev, num(p.NetdevIndex)
 	}
@@ -115,9 +124,9 @@ func qpJSON(q QP) jsonObj {
 	switch q.Type {
 	case uverbs.QPTypeRC, uverbs.QPTypeUC:
 		o["rqpn"], o["rq-psn"] = num(q.RQPN), num(q.RQPSN)
-		o["path-mig-state"] = pathMigJSON[q.PathMigState]
+		o["path-mig-state"] = nameOf(pathMigJSON, int(q.PathMigState))
 	case uverbs.QPTypeXRCSend, uverbs.QPTypeXRCRecv:
-		o["path-mig-state"] = pathMigJSON[q.PathMigState]
+		o["path-mig-state"] = nameOf(pathMigJSON, int(q.PathMigState))
 	}
 	if !q.Owner.Kernel {
 		o["pdn"] = num(q.PDN)
@@ -132,7 +141,7 @@ func cqJSON(q CQ) jsonObj {
 	o := jsonObj{"ifindex": num(q.DevIndex), "ifname": q.DevName, "cqn": num(q.CQN), "cqe": num(q.CQE),
 		"users": num(q.Users), "adaptive-moderation": q.AdaptiveModeration}
 	if q.HavePollCtx {
-		o["poll-ctx"] = pollCtxJSON[q.PollCtx]
+		o["poll-ctx"] = nameOf(pollCtxJSON, int(q.PollCtx))
 	}
 	if !q.Owner.Kernel {
 		o["ctxn"] = num(q.CtxN)
