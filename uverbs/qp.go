@@ -21,6 +21,10 @@ type QPType uint8
 
 // QP types.
 const (
+	// SMI and GSI are the kernel's own management QPs (QP0, QP1); they
+	// cannot be created from user space, but RDMA netlink lists them.
+	QPTypeSMI       QPType = 0
+	QPTypeGSI       QPType = 1
 	QPTypeRC        QPType = abi.QPTypeRC
 	QPTypeUC        QPType = abi.QPTypeUC
 	QPTypeUD        QPType = abi.QPTypeUD
@@ -31,6 +35,10 @@ const (
 
 func (t QPType) String() string {
 	switch t {
+	case QPTypeSMI:
+		return "SMI"
+	case QPTypeGSI:
+		return "GSI"
 	case QPTypeRC:
 		return "RC"
 	case QPTypeUC:

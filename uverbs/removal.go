@@ -1,7 +1,7 @@
 package uverbs
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +11,8 @@ import (
 	"weak"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/uevent"
 )
 
 // ErrDeviceRemoved matches (errors.Is) every error of a context whose
@@ -66,7 +68,7 @@ var removalWatch watcher
 
 type watcher struct {
 	mu     sync.Mutex
-	file   *os.File // nil while no context is watched
+	file   *uevent.Conn // nil while no context is watched
 	nextID uint64
 	users  map[uint64]watched
 }
@@ -110,95 +112,62 @@ func (w *watcher) remove(id uint64) {
 }
 
 // openUevents opens a socket on the kernel's device events.
-func openUevents() (*os.File, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_KOBJECT_UEVENT)
+func openUevents() (*uevent.Conn, error) {
+	c, err := uevent.Open()
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: device event socket: %w", err)
+		return nil, fmt.Errorf("uverbs: %w", err)
 	}
-	// Group 1 carries the kernel's own events (udev re-sends on group 2).
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("uverbs: device event socket: bind: %w", err)
-	}
-	// A burst of events (many devices at once) must not drop the one that
-	// matters; if it does anyway, run rescans.
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	return os.NewFile(uintptr(fd), "uverbs-device-events"), nil
+	return c, nil
 }
 
 // run reads device events until the socket closes.
-func (w *watcher) run(f *os.File) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	buf := make([]byte, 16<<10)
+func (w *watcher) run(c *uevent.Conn) {
 	for {
-		var n int
-		var from unix.Sockaddr
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			n, from, rerr = unix.Recvfrom(int(fd), buf, 0)
-			return rerr != unix.EAGAIN
-		})
+		e, err := c.Read(context.Background())
 		switch {
-		case err != nil: // closed by remove
+		case errors.Is(err, os.ErrClosed): // closed by remove
 			return
-		case errors.Is(rerr, unix.ENOBUFS):
+		case errors.Is(err, uevent.ErrLost):
 			w.rescan() // events were lost
 			continue
-		case errors.Is(rerr, unix.EINTR):
-			continue
-		case rerr != nil:
+		case err != nil:
 			// The socket broke: fall back on looking, so a removal in
 			// the meantime is not missed, and stop.
 			w.rescan()
 			return
 		}
-		// Only the kernel (port id 0) speaks for devices; root could
-		// send on the group too.
-		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
-			continue
-		}
-		if rdev, ok := uverbsRemoval(buf[:n]); ok {
+		if rdev, ok := removedCharDev(e); ok {
 			w.removed(func(d uint64) bool { return d == rdev })
 		}
 	}
 }
 
-// uverbsRemoval parses a kernel device event ("remove@/devices/...\0KEY=value\0...")
-// and returns the device number of a removed uverbs character device.
+// uverbsRemoval parses a kernel device event and returns the device number
+// of a removed uverbs character device.
 func uverbsRemoval(msg []byte) (rdev uint64, ok bool) {
-	var action, subsystem string
-	major, minor := -1, -1
-	for i, f := range bytes.Split(msg, []byte{0}) {
-		if i == 0 {
-			continue // the summary line
-		}
-		k, v, found := bytes.Cut(f, []byte{'='})
-		if !found {
-			continue
-		}
-		switch string(k) {
-		case "ACTION":
-			action = string(v)
-		case "SUBSYSTEM":
-			subsystem = string(v)
-		case "MAJOR":
-			major = devNumber(v)
-		case "MINOR":
-			minor = devNumber(v)
-		}
+	e, err := uevent.Parse(msg)
+	if err != nil {
+		return 0, false
 	}
-	if action != "remove" || subsystem != "infiniband_verbs" || major < 0 || minor < 0 {
+	return removedCharDev(e)
+}
+
+// removedCharDev returns the device number of a removed uverbs character
+// device, if e is that.
+func removedCharDev(e uevent.Event) (rdev uint64, ok bool) {
+	if e.Action != "remove" || e.Subsystem != "infiniband_verbs" {
+		return 0, false
+	}
+	major, minor := devNumber(e.Env["MAJOR"]), devNumber(e.Env["MINOR"])
+	if major < 0 || minor < 0 {
 		return 0, false
 	}
 	return unix.Mkdev(uint32(major), uint32(minor)), true
 }
 
 // devNumber parses a device number field, -1 if it is not one.
-func devNumber(v []byte) int {
-	n, err := strconv.ParseUint(string(v), 10, 32)
+func devNumber(v string) int {
+	n, err := strconv.ParseUint(v, 10, 32)
 	if err != nil {
 		return -1
 	}

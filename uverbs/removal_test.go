@@ -12,6 +12,7 @@ import (
 func TestUverbsRemovalEvent(t *testing.T) {
 	event := func(fields ...string) []byte { return []byte(strings.Join(fields, "\x00") + "\x00") }
 	const path = "remove@/devices/virtual/infiniband/rxe0/infiniband_verbs/uverbs0"
+	const dp = "DEVPATH=/devices/virtual/infiniband/rxe0/infiniband_verbs/uverbs0"
 	for _, tc := range []struct {
 		name string
 		msg  []byte
@@ -20,11 +21,12 @@ func TestUverbsRemovalEvent(t *testing.T) {
 	}{
 		{"uverbs removal", event(path, "ACTION=remove", "DEVPATH=/devices/virtual/infiniband/rxe0/infiniband_verbs/uverbs0",
 			"SUBSYSTEM=infiniband_verbs", "MAJOR=231", "MINOR=192", "DEVNAME=infiniband/uverbs0", "SEQNUM=1234"), unix.Mkdev(231, 192), true},
-		{"a dynamic minor", event(path, "ACTION=remove", "SUBSYSTEM=infiniband_verbs", "MAJOR=511", "MINOR=3"), unix.Mkdev(511, 3), true},
-		{"added, not removed", event(path, "ACTION=add", "SUBSYSTEM=infiniband_verbs", "MAJOR=231", "MINOR=192"), 0, false},
-		{"another subsystem", event(path, "ACTION=remove", "SUBSYSTEM=infiniband", "MAJOR=231", "MINOR=192"), 0, false},
-		{"no device number", event(path, "ACTION=remove", "SUBSYSTEM=infiniband_verbs"), 0, false},
-		{"garbage numbers", event(path, "ACTION=remove", "SUBSYSTEM=infiniband_verbs", "MAJOR=x", "MINOR=1"), 0, false},
+		{"a dynamic minor", event(path, "ACTION=remove", dp, "SUBSYSTEM=infiniband_verbs", "MAJOR=511", "MINOR=3"), unix.Mkdev(511, 3), true},
+		{"added, not removed", event(path, "ACTION=add", dp, "SUBSYSTEM=infiniband_verbs", "MAJOR=231", "MINOR=192"), 0, false},
+		{"another subsystem", event(path, "ACTION=remove", dp, "SUBSYSTEM=infiniband", "MAJOR=231", "MINOR=192"), 0, false},
+		{"no device number", event(path, "ACTION=remove", dp, "SUBSYSTEM=infiniband_verbs"), 0, false},
+		{"no DEVPATH", event(path, "ACTION=remove", "SUBSYSTEM=infiniband_verbs", "MAJOR=511", "MINOR=3"), 0, false},
+		{"garbage numbers", event(path, "ACTION=remove", dp, "SUBSYSTEM=infiniband_verbs", "MAJOR=x", "MINOR=1"), 0, false},
 		{"the summary line only", []byte(path), 0, false},
 		{"empty", nil, 0, false},
 	} {

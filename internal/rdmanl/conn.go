@@ -1,8 +1,10 @@
 package rdmanl
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,18 +19,27 @@ var ErrNotFound = errors.New("rdmanl: no such RDMA device")
 // socket is what a Conn needs from a netlink socket; tests replay recorded
 // traffic through it.
 type socket interface {
-	send(b []byte) error
+	send(ctx context.Context, b []byte) error
 	// recv reads one datagram into b and returns its length; a datagram
-	// longer than b is an error, not a silent truncation.
-	recv(b []byte) (int, error)
+	// longer than b is an error, not a silent truncation. It gives up when
+	// ctx ends (with ctx's error), or after replyTimeout if ctx has no
+	// deadline.
+	recv(ctx context.Context, b []byte) (int, error)
 	close() error
 }
 
-// Conn is a NETLINK_RDMA socket. It is not safe for concurrent use.
+// Conn is a NETLINK_RDMA socket. It is not safe for concurrent use, except
+// Close, which ends a wait in progress.
 type Conn struct {
-	sock socket
-	seq  uint32
-	buf  []byte
+	sock   socket
+	seq    uint32
+	buf    []byte
+	closed atomic.Bool
+	// pending is the sequence number of a request whose answer a canceled
+	// call left unread; the next request reads it away first, so the
+	// kernel neither mixes it in nor refuses a dump while one is open
+	// (EBUSY).
+	pending uint32
 	// Record, if set, sees every request sent and every datagram received,
 	// for capturing test data.
 	Record func(sent bool, b []byte)
@@ -40,8 +51,13 @@ func newConn(s socket) *Conn {
 	return &Conn{sock: s, buf: make([]byte, 64<<10)}
 }
 
-// Close closes the socket.
-func (c *Conn) Close() error { return c.sock.close() }
+// Close closes the socket. A second Close does nothing.
+func (c *Conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.sock.close()
+}
 
 // Devices dumps the RDMA devices of the caller's network namespace
 // (RDMA_NLDEV_CMD_GET with NLM_F_DUMP), in the kernel's order: ascending
@@ -50,7 +66,7 @@ func (c *Conn) Close() error { return c.sock.close() }
 // ErrDumpInterrupted.
 func (c *Conn) Devices() ([]Device, error) {
 	var devs []Device
-	err := c.do("get devices", MsgType(RDMA_NLDEV_CMD_GET), NLM_F_REQUEST|NLM_F_DUMP, nil, func(m Message) error {
+	err := c.Do(context.Background(), "get devices", RDMA_NLDEV_CMD_GET, NLM_F_REQUEST|NLM_F_DUMP, nil, func(m Message) error {
 		d, err := ParseDevice(m.Payload)
 		if err != nil {
 			return fmt.Errorf("rdmanl: get devices: %w", err)
@@ -69,7 +85,7 @@ func (c *Conn) CharDev(index uint32, typ string) (CharDev, error) {
 	var cd CharDev
 	got := false
 	op := "get chardev " + typ
-	err := c.do(op, MsgType(RDMA_NLDEV_CMD_GET_CHARDEV), NLM_F_REQUEST|NLM_F_ACK, attrs, func(m Message) error {
+	err := c.Do(context.Background(), op, RDMA_NLDEV_CMD_GET_CHARDEV, NLM_F_REQUEST|NLM_F_ACK, attrs, func(m Message) error {
 		var err error
 		if cd, err = ParseCharDev(m.Payload); err != nil {
 			return fmt.Errorf("rdmanl: %s: %w", op, err)
@@ -87,7 +103,7 @@ func (c *Conn) CharDev(index uint32, typ string) (CharDev, error) {
 func (c *Conn) Sys() (Sys, error) {
 	var s Sys
 	got := false
-	err := c.do("get system", MsgType(RDMA_NLDEV_CMD_SYS_GET), NLM_F_REQUEST|NLM_F_ACK, nil, func(m Message) error {
+	err := c.Do(context.Background(), "get system", RDMA_NLDEV_CMD_SYS_GET, NLM_F_REQUEST|NLM_F_ACK, nil, func(m Message) error {
 		var err error
 		if s, err = ParseSys(m.Payload); err != nil {
 			return fmt.Errorf("rdmanl: get system: %w", err)
@@ -101,23 +117,39 @@ func (c *Conn) Sys() (Sys, error) {
 	return s, err
 }
 
-// do sends one request and hands each reply of type typ to fn until the
-// exchange ends: NLMSG_DONE for a dump, the acknowledgement otherwise.
-func (c *Conn) do(op string, typ, flags uint16, attrs []byte, fn func(Message) error) error {
+// Do sends the nldev command cmd (RDMA_NLDEV_CMD_*) with the given flags
+// and attributes and hands each reply of the same command to fn until the
+// exchange ends: NLMSG_DONE for a dump, the acknowledgement otherwise. Op
+// names the request in errors ("get devices"). A kernel error comes back as
+// an *Error; fn's first error is returned once the exchange is over, so the
+// socket is left clean for the next request. ctx bounds every wait.
+func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byte, fn func(Message) error) error {
+	typ := MsgType(cmd)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rdmanl: %s: %w", op, err)
+	}
+	if c.pending != 0 {
+		if err := c.drain(ctx); err != nil {
+			return fmt.Errorf("rdmanl: %s: finish an abandoned request: %w", op, err)
+		}
+	}
 	c.seq++
 	seq := c.seq
 	req := AppendRequest(nil, typ, flags, seq, attrs)
 	if c.Record != nil {
 		c.Record(true, req)
 	}
-	if err := c.sock.send(req); err != nil {
+	if err := c.sock.send(ctx, req); err != nil {
 		return fmt.Errorf("rdmanl: %s: send: %w", op, err)
 	}
 	interrupted := false
 	var fnErr error
 	for {
-		n, err := c.sock.recv(c.buf)
+		n, err := c.sock.recv(ctx, c.buf)
 		if err != nil {
+			if ctx.Err() != nil {
+				c.pending = seq
+			}
 			return fmt.Errorf("rdmanl: %s: receive: %w", op, err)
 		}
 		if c.Record != nil {
@@ -154,18 +186,69 @@ func (c *Conn) do(op string, typ, flags uint16, attrs []byte, fn func(Message) e
 				return c.finish(fnErr, interrupted)
 			case NLMSG_OVERRUN:
 				return fmt.Errorf("rdmanl: %s: the kernel reports a receive overrun: %w", op, ErrMalformed)
-			case typ:
+			default:
+				// Any nldev command: some kernels answer a command
+				// with another's type (PORT_GET with GET's).
+				if m.Type>>10 != RDMA_NL_NLDEV {
+					continue // not ours to interpret
+				}
 				// Keep reading after a bad reply so the socket is left
 				// clean for the next request; report the first error.
+				if fn == nil {
+					continue
+				}
 				if err := fn(m); err != nil && fnErr == nil {
 					fnErr = err
 				}
 				if flags&(NLM_F_DUMP|NLM_F_ACK) == 0 && m.Flags&NLM_F_MULTI == 0 {
 					return c.finish(fnErr, interrupted)
 				}
-			default:
-				// Not ours to interpret (e.g. a future message type).
 			}
+		}
+	}
+}
+
+// drain reads the rest of the answer to the abandoned request c.pending:
+// up to its NLMSG_DONE or NLMSG_ERROR.
+func (c *Conn) drain(ctx context.Context) error {
+	for c.pending != 0 {
+		n, err := c.sock.recv(ctx, c.buf)
+		if err != nil {
+			return err
+		}
+		msgs, err := ParseMessages(c.buf[:n])
+		if err != nil {
+			c.pending = 0 // nothing more can be learned from it
+			return err
+		}
+		for _, m := range msgs {
+			if m.Seq == c.pending && (m.Type == NLMSG_DONE || m.Type == NLMSG_ERROR) {
+				c.pending = 0
+			}
+		}
+	}
+	return nil
+}
+
+// Receive waits for the next datagram from the kernel that is not an
+// answer to a request (a multicast notification on a Conn from DialGroups)
+// and returns its messages, which alias the Conn's buffer until the next
+// call.
+func (c *Conn) Receive(ctx context.Context) ([]Message, error) {
+	for {
+		n, err := c.sock.recv(ctx, c.buf)
+		if err != nil {
+			return nil, fmt.Errorf("rdmanl: receive: %w", err)
+		}
+		if c.Record != nil {
+			c.Record(false, c.buf[:n])
+		}
+		msgs, err := ParseMessages(c.buf[:n])
+		if err != nil {
+			return nil, fmt.Errorf("rdmanl: receive: %w", err)
+		}
+		if len(msgs) > 0 && msgs[0].Seq == 0 {
+			return msgs, nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package rdmanl
 
 import (
+	"context"
 	"errors"
 	"io"
 	"testing"
@@ -77,7 +78,7 @@ type fuzzSocket struct {
 	read  bool
 }
 
-func (s *fuzzSocket) send([]byte) error {
+func (s *fuzzSocket) send(context.Context, []byte) error {
 	if s.sent {
 		return io.ErrUnexpectedEOF
 	}
@@ -85,7 +86,7 @@ func (s *fuzzSocket) send([]byte) error {
 	return nil
 }
 
-func (s *fuzzSocket) recv(b []byte) (int, error) {
+func (s *fuzzSocket) recv(_ context.Context, b []byte) (int, error) {
 	if s.read {
 		return 0, io.EOF
 	}

@@ -107,26 +107,72 @@ func ParseAttrs(b []byte) ([]Attr, error) {
 	return attrs, nil
 }
 
-// attrSet gives typed, length-checked access to a message's attributes. The
-// kernel may repeat none of the attributes read here; if it did, the last
-// one wins, as with libnl's nla_parse.
-type attrSet map[uint16][]byte
+// Attrs gives typed, length-checked access to a message's attributes by
+// type. If the kernel repeats an attribute the last one wins, as with
+// libnl's nla_parse; tables of repeated entries are read with ParseAttrs.
+type Attrs map[uint16][]byte
 
-func newAttrSet(payload []byte) (attrSet, error) {
+// NewAttrs parses payload (a message's payload or a nested attribute's
+// data) into Attrs.
+func NewAttrs(payload []byte) (Attrs, error) {
 	attrs, err := ParseAttrs(payload)
 	if err != nil {
 		return nil, err
 	}
-	s := make(attrSet, len(attrs))
+	s := make(Attrs, len(attrs))
 	for _, a := range attrs {
 		s[a.Type] = a.Data
 	}
 	return s, nil
 }
 
-func (s attrSet) has(t uint16) bool { _, ok := s[t]; return ok }
+func newAttrSet(payload []byte) (Attrs, error) { return NewAttrs(payload) }
 
-func (s attrSet) u8(t uint16) (uint8, error) {
+// Has reports whether the attribute is present.
+func (s Attrs) Has(t uint16) bool { _, ok := s[t]; return ok }
+
+// Nested parses the list of attributes inside attribute t (a table of
+// entries); a missing attribute gives an empty list.
+func (s Attrs) Nested(t uint16) ([]Attr, error) {
+	d, ok := s[t]
+	if !ok {
+		return nil, nil
+	}
+	return ParseAttrs(d)
+}
+
+// OptU8 returns attribute t as a u8, or 0 if it is absent.
+func (s Attrs) OptU8(t uint16) (uint8, error) {
+	if !s.Has(t) {
+		return 0, nil
+	}
+	return s.U8(t)
+}
+
+// OptU32 returns attribute t as a u32, or 0 if it is absent.
+func (s Attrs) OptU32(t uint16) (uint32, error) {
+	if !s.Has(t) {
+		return 0, nil
+	}
+	return s.U32(t)
+}
+
+// OptU64 returns attribute t as a u64, or 0 if it is absent.
+func (s Attrs) OptU64(t uint16) (uint64, error) {
+	if !s.Has(t) {
+		return 0, nil
+	}
+	return s.U64(t)
+}
+
+// OptStr returns attribute t as a string, or "" if it is absent.
+func (s Attrs) OptStr(t uint16) string {
+	v, _ := s.Str(t)
+	return v
+}
+
+// U8 returns attribute t as a u8; missing or short is an error matching ErrMalformed.
+func (s Attrs) U8(t uint16) (uint8, error) {
 	d, err := s.fixed(t, 1)
 	if err != nil {
 		return 0, err
@@ -134,7 +180,8 @@ func (s attrSet) u8(t uint16) (uint8, error) {
 	return d[0], nil
 }
 
-func (s attrSet) u32(t uint16) (uint32, error) {
+// U32 returns attribute t as a u32; missing or short is an error matching ErrMalformed.
+func (s Attrs) U32(t uint16) (uint32, error) {
 	d, err := s.fixed(t, 4)
 	if err != nil {
 		return 0, err
@@ -142,7 +189,8 @@ func (s attrSet) u32(t uint16) (uint32, error) {
 	return ne.Uint32(d), nil
 }
 
-func (s attrSet) u64(t uint16) (uint64, error) {
+// U64 returns attribute t as a u64; missing or short is an error matching ErrMalformed.
+func (s Attrs) U64(t uint16) (uint64, error) {
 	d, err := s.fixed(t, 8)
 	if err != nil {
 		return 0, err
@@ -152,7 +200,7 @@ func (s attrSet) u64(t uint16) (uint64, error) {
 
 // fixed returns the attribute's payload if it is at least n bytes long, as
 // libnl's NLA_U8/U32/U64 policies require.
-func (s attrSet) fixed(t uint16, n int) ([]byte, error) {
+func (s Attrs) fixed(t uint16, n int) ([]byte, error) {
 	d, ok := s[t]
 	if !ok {
 		return nil, &MissingAttrError{Type: t}
@@ -163,10 +211,10 @@ func (s attrSet) fixed(t uint16, n int) ([]byte, error) {
 	return d[:n], nil
 }
 
-// str returns a string attribute without its NUL terminator. The kernel
+// Str returns a string attribute without its NUL terminator. The kernel
 // always terminates them (nla_put_string); a missing NUL is accepted, and
 // anything after the first NUL is ignored.
-func (s attrSet) str(t uint16) (string, error) {
+func (s Attrs) Str(t uint16) (string, error) {
 	d, ok := s[t]
 	if !ok {
 		return "", &MissingAttrError{Type: t}
@@ -269,6 +317,16 @@ func parseErrorMsg(m Message) (errno unix.Errno, extMsg string, err error) {
 	if perr != nil {
 		return errno, "", nil // the errno is what matters; the message is a bonus
 	}
-	extMsg, _ = attrs.str(NLMSGERR_ATTR_MSG)
+	extMsg, _ = attrs.Str(NLMSGERR_ATTR_MSG)
 	return errno, extMsg, nil
+}
+
+// AppendU8Attr appends a u8 attribute.
+func AppendU8Attr(b []byte, typ uint16, v uint8) []byte {
+	return AppendAttr(b, typ, []byte{v})
+}
+
+// AppendU64Attr appends a u64 attribute.
+func AppendU64Attr(b []byte, typ uint16, v uint64) []byte {
+	return AppendAttr(b, typ, ne.AppendUint64(nil, v))
 }

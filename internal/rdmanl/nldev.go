@@ -23,31 +23,31 @@ func ParseDevice(payload []byte) (Device, error) {
 		return Device{}, err
 	}
 	var d Device
-	if d.Index, err = a.u32(RDMA_NLDEV_ATTR_DEV_INDEX); err != nil {
+	if d.Index, err = a.U32(RDMA_NLDEV_ATTR_DEV_INDEX); err != nil {
 		return Device{}, err
 	}
-	if d.Name, err = a.str(RDMA_NLDEV_ATTR_DEV_NAME); err != nil {
+	if d.Name, err = a.Str(RDMA_NLDEV_ATTR_DEV_NAME); err != nil {
 		return Device{}, err
 	}
-	if d.NodeType, err = a.u8(RDMA_NLDEV_ATTR_DEV_NODE_TYPE); err != nil {
+	if d.NodeType, err = a.U8(RDMA_NLDEV_ATTR_DEV_NODE_TYPE); err != nil {
 		return Device{}, err
 	}
-	if d.NodeGUID, err = a.u64(RDMA_NLDEV_ATTR_NODE_GUID); err != nil {
+	if d.NodeGUID, err = a.U64(RDMA_NLDEV_ATTR_NODE_GUID); err != nil {
 		return Device{}, err
 	}
-	if d.Ports, err = a.u32(RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
+	if d.Ports, err = a.U32(RDMA_NLDEV_ATTR_PORT_INDEX); err != nil {
 		return Device{}, err
 	}
-	if a.has(RDMA_NLDEV_ATTR_SYS_IMAGE_GUID) {
-		if d.SysImageGUID, err = a.u64(RDMA_NLDEV_ATTR_SYS_IMAGE_GUID); err != nil {
+	if a.Has(RDMA_NLDEV_ATTR_SYS_IMAGE_GUID) {
+		if d.SysImageGUID, err = a.U64(RDMA_NLDEV_ATTR_SYS_IMAGE_GUID); err != nil {
 			return Device{}, err
 		}
 	}
-	if a.has(RDMA_NLDEV_ATTR_FW_VERSION) {
-		d.FWVersion, _ = a.str(RDMA_NLDEV_ATTR_FW_VERSION)
+	if a.Has(RDMA_NLDEV_ATTR_FW_VERSION) {
+		d.FWVersion, _ = a.Str(RDMA_NLDEV_ATTR_FW_VERSION)
 	}
-	if a.has(RDMA_NLDEV_ATTR_DEV_PROTOCOL) {
-		d.Protocol, _ = a.str(RDMA_NLDEV_ATTR_DEV_PROTOCOL)
+	if a.Has(RDMA_NLDEV_ATTR_DEV_PROTOCOL) {
+		d.Protocol, _ = a.Str(RDMA_NLDEV_ATTR_DEV_PROTOCOL)
 	}
 	if d.Name == "" {
 		return Device{}, &FormatError{What: fmt.Sprintf("device %d has an empty name", d.Index)}
@@ -78,15 +78,15 @@ func ParseCharDev(payload []byte) (CharDev, error) {
 	if err != nil {
 		return CharDev{}, err
 	}
-	dev, err := a.u64(RDMA_NLDEV_ATTR_CHARDEV)
+	dev, err := a.U64(RDMA_NLDEV_ATTR_CHARDEV)
 	if err != nil {
 		return CharDev{}, err
 	}
-	abi, err := a.u64(RDMA_NLDEV_ATTR_CHARDEV_ABI)
+	abi, err := a.U64(RDMA_NLDEV_ATTR_CHARDEV_ABI)
 	if err != nil {
 		return CharDev{}, err
 	}
-	name, err := a.str(RDMA_NLDEV_ATTR_CHARDEV_NAME)
+	name, err := a.Str(RDMA_NLDEV_ATTR_CHARDEV_NAME)
 	if err != nil {
 		return CharDev{}, err
 	}
@@ -95,8 +95,8 @@ func ParseCharDev(payload []byte) (CharDev, error) {
 	}
 	c := CharDev{Name: name, ABI: uint32(abi)}
 	c.Major, c.Minor = DecodeDev(dev)
-	if a.has(RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID) {
-		if c.DriverID, err = a.u32(RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID); err != nil {
+	if a.Has(RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID) {
+		if c.DriverID, err = a.U32(RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID); err != nil {
 			return CharDev{}, err
 		}
 	}
@@ -134,15 +134,15 @@ func ParseSys(payload []byte) (Sys, error) {
 		return Sys{}, err
 	}
 	var s Sys
-	if a.has(RDMA_NLDEV_SYS_ATTR_NETNS_MODE) {
-		m, err := a.u8(RDMA_NLDEV_SYS_ATTR_NETNS_MODE)
+	if a.Has(RDMA_NLDEV_SYS_ATTR_NETNS_MODE) {
+		m, err := a.U8(RDMA_NLDEV_SYS_ATTR_NETNS_MODE)
 		if err != nil {
 			return Sys{}, err
 		}
 		s.NetnsShared = m != 0
 	}
-	if a.has(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK) {
-		c, err := a.u8(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK)
+	if a.Has(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK) {
+		c, err := a.U8(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK)
 		if err != nil {
 			return Sys{}, err
 		}

@@ -3,6 +3,7 @@ package rdmanl
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,7 +61,7 @@ type replaySocket struct {
 	script []exchange
 }
 
-func (r *replaySocket) send(b []byte) error {
+func (r *replaySocket) send(_ context.Context, b []byte) error {
 	if len(r.script) == 0 || !r.script[0].sent {
 		r.tb.Errorf("unexpected request %x", b)
 		return io.ErrUnexpectedEOF
@@ -72,7 +73,7 @@ func (r *replaySocket) send(b []byte) error {
 	return nil
 }
 
-func (r *replaySocket) recv(b []byte) (int, error) {
+func (r *replaySocket) recv(_ context.Context, b []byte) (int, error) {
 	if len(r.script) == 0 || r.script[0].sent {
 		return 0, io.EOF
 	}

@@ -1,0 +1,92 @@
+package rdmanl
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	nl "github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// reply builds one nldev reply datagram (then the end of the exchange).
+func reply(cmd uint16, attrs ...[]byte) [][]byte {
+	var b []byte
+	for _, a := range attrs {
+		b = append(b, a...)
+	}
+	return [][]byte{nl.AppendRequest(nil, nl.MsgType(cmd), nl.NLM_F_MULTI, 0, b), endOfExchange}
+}
+
+func nest(typ uint16, parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return nl.AppendAttr(nil, typ|0x8000, b) // NLA_F_NESTED, as the kernel sets it
+}
+
+// TestQPCountersParse decodes a per-QP counter dump as mlx5 sends it (rxe
+// has no per-QP counters, so the VM cannot show one).
+func TestQPCountersParse(t *testing.T) {
+	hw := func(name string, v uint64) []byte {
+		return nest(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY, nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, name),
+			nl.AppendU64Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, v))
+	}
+	qp := func(n uint32) []byte {
+		return nest(nl.RDMA_NLDEV_ATTR_RES_QP_ENTRY, nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_RES_LQPN, n))
+	}
+	entry := nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY,
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_INDEX, 1),
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID, 4),
+		nl.AppendU8Attr(nil, nl.RDMA_NLDEV_ATTR_RES_TYPE, 2),
+		nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_RES_KERN_NAME, "nvme_rdma"),
+		nest(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, hw("rx_write_requests", 7), hw("out_of_sequence", 1)),
+		nest(nl.RDMA_NLDEV_ATTR_RES_QP, qp(0x81), qp(0x82)))
+	c := &Conn{c: nl.Replay(reply(nl.RDMA_NLDEV_CMD_STAT_GET,
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, 3), nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0"),
+		nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER, entry)))}
+	got, err := c.QPCounters(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QPCounter{{DevIndex: 3, DevName: "mlx5_0", Port: 1, ID: 4, QPType: uverbs.QPTypeRC, HaveQPType: true,
+		Owner:    Owner{Kernel: true, Comm: "nvme_rdma"},
+		Counters: []Counter{{"rx_write_requests", 7}, {"out_of_sequence", 1}}, LQPNs: []uint32{0x81, 0x82}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("QPCounters (-want +got):\n%s", diff)
+	}
+	b, err := got[0].MarshalJSON()
+	if err != nil || string(b) != `{"cntn":4,"comm":"nvme_rdma","ifindex":3,"ifname":"mlx5_0","lqpn":[129,130],"out_of_sequence":1,"port":1,"qp-type":"RC","rx_write_requests":7}` {
+		t.Errorf("MarshalJSON = %s, %v", b, err)
+	}
+}
+
+// TestKernelErrors maps the kernel's answers to the package's errors.
+func TestKernelErrors(t *testing.T) {
+	nack := func(errno unix.Errno) [][]byte {
+		p := ne32(uint32(-int32(errno)))
+		p = append(p, make([]byte, 16)...)
+		return [][]byte{nl.AppendRequest(nil, nl.NLMSG_ERROR, 0, 0, p)}
+	}
+	for _, tc := range []struct {
+		errno unix.Errno
+		want  error
+	}{
+		{unix.ENODEV, ErrNetdevNotFound}, {unix.ENFILE, ErrNameTaken}, {unix.EEXIST, ErrNetdevInUse},
+		{unix.EPERM, nil},
+	} {
+		// EINVAL and EEXIST make AddLink look the name up; the replay
+		// has nothing more, so only unambiguous answers are checked here.
+		c := &Conn{c: nl.Replay(nack(tc.errno))}
+		err := c.AddLink(context.Background(), "rxe9", LinkRXE, "eth0")
+		if !errors.Is(err, tc.errno) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("errno %v: %v, want %v", tc.errno, err, tc.want)
+		}
+	}
+}
+
+func ne32(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
