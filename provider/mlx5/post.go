@@ -75,8 +75,15 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
+	// Unlocked by hand rather than deferred: a deferred Unlock is a call
+	// of sync.Mutex.Unlock, this its inlined fast path.
 	sq.mu.Lock()
-	defer sq.mu.Unlock()
+	err := sq.postLocked(wrs)
+	sq.mu.Unlock()
+	return err
+}
+
+func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	// The context's Close sets closed under sq.mu before it unmaps the
 	// UAR (see lifetime): held to the end, the mutex keeps the register
 	// mapped through the doorbell.
