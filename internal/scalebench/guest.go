@@ -88,13 +88,13 @@ func guestMain(ctx context.Context, o options) int {
 				order = []string{"go", "c"}
 			}
 			for _, tool := range order {
-				v, err := g.bandwidth(tool, o.bwQPs)
+				v, err := g.bandwidth(tool, o.bwQPs, o.bwIters)
 				for try := 2; err != nil && try <= 3; try++ {
 					// perftest's out-of-band exchange sometimes fails on a
 					// loaded guest ("Couldn't read remote address"): the
 					// failure is reported, and the pair run again.
 					fmt.Fprintf(os.Stderr, "scalebench: %s write_bw -q %d, repetition %d, try %d failed: %v\n", tool, o.bwQPs, rep, try-1, err)
-					v, err = g.bandwidth(tool, o.bwQPs)
+					v, err = g.bandwidth(tool, o.bwQPs, o.bwIters)
 				}
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "scalebench: %s write_bw -q %d, repetition %d: %v\n", tool, o.bwQPs, rep, err)
@@ -181,10 +181,10 @@ func parseBW(out string) (float64, error) {
 	return strconv.ParseFloat(m[4], 64)
 }
 
-// bandwidth runs a write_bw server and client of tool with -q qps on rxe0
+// bandwidth runs a write_bw server and client of tool with -q qps -n iters on rxe0
 // (the client connecting to 127.0.0.1, GID index gid) and returns the
 // client's average MB/s.
-func (g *guest) bandwidth(tool string, qps int) (float64, error) {
+func (g *guest) bandwidth(tool string, qps, iters int) (float64, error) {
 	ctx, cancel := context.WithTimeout(g.ctx, 4*time.Minute)
 	defer cancel()
 	g.port++
@@ -193,7 +193,7 @@ func (g *guest) bandwidth(tool string, qps int) (float64, error) {
 		if tool == "go" {
 			a = []string{g.ibperf, "write_bw"}
 		}
-		a = append(a, "-d", "rxe0", "-x", strconv.Itoa(g.gid), "-p", strconv.Itoa(g.port), "-q", strconv.Itoa(qps))
+		a = append(a, "-d", "rxe0", "-x", strconv.Itoa(g.gid), "-p", strconv.Itoa(g.port), "-q", strconv.Itoa(qps), "-n", strconv.Itoa(iters))
 		if !server {
 			a = append(a, "127.0.0.1")
 		}

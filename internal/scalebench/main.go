@@ -13,8 +13,10 @@
 //     RTS, as ibv_rc_pingpong), destroy them; each phase timed;
 //   - mr B: register B bytes of mapped memory (every page touched before),
 //     deregister;
-//   - bw: write_bw -q 16 of ibperf and of perftest, server and client on
-//     rxe0 (client to 127.0.0.1), the client's average MB/s.
+//   - bw: write_bw -q 16 -n 300 of ibperf and of perftest (64 KiB
+//     messages, 300 per QP: perftest's default of 5000 would move 5 GB, a
+//     few minutes under TCG), server and client on rxe0 (client to
+//     127.0.0.1), the client's average MB/s.
 //
 // The Go workers also report the heap bytes they allocated while creating
 // and connecting (or registering) and the bytes still live after a GC
@@ -54,6 +56,7 @@ type options struct {
 	mrs     []int64
 	bwReps  int
 	bwQPs   int
+	bwIters int
 	memMiB  int
 	gid     int
 	out     string
@@ -69,6 +72,7 @@ func main() {
 	mrs := flag.String("mrs", "1M,64M,1G", "MR sizes (K, M, G suffixes)")
 	flag.IntVar(&o.bwReps, "bw-reps", 3, "write_bw repetitions per tool (0: none)")
 	flag.IntVar(&o.bwQPs, "bw-qps", 16, "write_bw -q")
+	flag.IntVar(&o.bwIters, "bw-iters", 300, "write_bw -n (per QP; 64 KiB messages)")
 	flag.IntVar(&o.memMiB, "m", 3072, "guest memory in MiB")
 	flag.IntVar(&o.gid, "gid", 1, "GID index (RoCE v2, IPv4 on the test VM)")
 	flag.StringVar(&o.out, "o", "", "also write the tables here")
@@ -178,7 +182,7 @@ func hostMain(ctx context.Context, o options) error {
 	for _, k := range o.kernels {
 		args := []string{"-guest", "-cprog", cprog, "-ibperf", ibperf, "-reps", fmt.Sprint(o.reps),
 			"-qps", joinSizes(o.qps), "-mrs", joinSizes(o.mrs), "-bw-reps", fmt.Sprint(o.bwReps),
-			"-bw-qps", fmt.Sprint(o.bwQPs), "-gid", fmt.Sprint(o.gid)}
+			"-bw-qps", fmt.Sprint(o.bwQPs), "-bw-iters", fmt.Sprint(o.bwIters), "-gid", fmt.Sprint(o.gid)}
 		fmt.Fprintf(os.Stderr, "scalebench: kernel %s: booting (%d repetitions, %d MiB)\n", k, o.reps, o.memMiB)
 		load0, _ := os.ReadFile("/proc/loadavg")
 		started := time.Now()
