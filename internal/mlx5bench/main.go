@@ -17,7 +17,11 @@
 // iteration count, the two sides alternating (C first on odd repetitions,
 // Go first on even ones) so that the drift of a shared host favours
 // neither; the table gives the median, the range, Go/C of the medians and
-// whether the ranges separate. The host's load average is read before each
+// whether the ranges separate. Both sides report the CPU time of their
+// thread over the timed part besides the wall time; the comparison is of
+// CPU time, which a shared host's scheduling does not inflate (a loop that
+// never sleeps, the C one, is descheduled for much of any interval on a
+// loaded host; the Go benchmark sleeps in each StopTimer and is favoured). The host's load average is read before each
 // run and reported.
 package main
 
@@ -100,23 +104,23 @@ func run(reps int, only string, scale float64, out string) error {
 		return err
 	}
 	env := cleanEnv()
-	runC := func(c benchCase) (float64, error) {
+	runC := func(c benchCase) (sample, error) {
 		cmd := exec.Command(filepath.Join(dir, "bench"), sysfs, c.Name, strconv.Itoa(c.Iters))
 		cmd.Env = append(env, "LD_PRELOAD="+filepath.Join(dir, "libfakekernel.so"))
 		b, err := output(cmd)
 		if err != nil {
-			return 0, err
+			return sample{}, err
 		}
 		return parseC(b, c.Name)
 	}
-	runGo := func(c benchCase) (float64, error) {
+	runGo := func(c benchCase) (sample, error) {
 		cmd := exec.Command(goTest, "-test.run", "^$", "-test.bench", "^BenchmarkVsLibmlx5$/^"+c.Name+"$",
 			"-test.benchtime", strconv.Itoa(c.Iters)+"x", "-test.count", "1", "-test.benchmem")
 		cmd.Dir = "provider/mlx5"
 		cmd.Env = env
 		b, err := output(cmd)
 		if err != nil {
-			return 0, err
+			return sample{}, err
 		}
 		return parseGo(b, "BenchmarkVsLibmlx5/"+c.Name)
 	}
@@ -144,13 +148,13 @@ func run(reps int, only string, scale float64, out string) error {
 					if err != nil {
 						return fmt.Errorf("C %s, repetition %d: %w", c.Name, rep, err)
 					}
-					r.c = append(r.c, v)
+					r.cS = append(r.cS, v)
 				} else {
 					v, err := runGo(c)
 					if err != nil {
 						return fmt.Errorf("Go %s, repetition %d: %w", c.Name, rep, err)
 					}
-					r.goNs = append(r.goNs, v)
+					r.goS = append(r.goS, v)
 				}
 			}
 		}
@@ -165,7 +169,26 @@ func run(reps int, only string, scale float64, out string) error {
 	return nil
 }
 
-type result struct{ goNs, c []float64 }
+// A sample is one run's wall and CPU nanoseconds per iteration.
+type sample struct{ wall, cpu float64 }
+
+type result struct{ goS, cS []sample }
+
+func cpus(s []sample) []float64 {
+	var v []float64
+	for _, x := range s {
+		v = append(v, x.cpu)
+	}
+	return v
+}
+
+func walls(s []sample) []float64 {
+	var v []float64
+	for _, x := range s {
+		v = append(v, x.wall)
+	}
+	return v
+}
 
 func selectCases(only string, scale float64) ([]benchCase, error) {
 	if scale <= 0 {
@@ -217,43 +240,55 @@ func output(cmd *exec.Cmd) ([]byte, error) {
 	return b, nil
 }
 
-// parseC reads bench.c's line "<case> <iterations> <ns total> <ns/op>".
-func parseC(out []byte, name string) (float64, error) {
+// parseC reads bench.c's line "<case> <iterations> <wall ns> <CPU ns>"
+// and returns the wall and CPU ns per iteration.
+func parseC(out []byte, name string) (sample, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 4 && f[0] == name {
 			iters, err1 := strconv.ParseFloat(f[1], 64)
-			total, err2 := strconv.ParseFloat(f[2], 64)
-			if err := errors.Join(err1, err2); err != nil || iters <= 0 {
-				return 0, fmt.Errorf("bad C result line %q", sc.Text())
+			wall, err2 := strconv.ParseFloat(f[2], 64)
+			cpu, err3 := strconv.ParseFloat(f[3], 64)
+			if err := errors.Join(err1, err2, err3); err != nil || iters <= 0 {
+				return sample{}, fmt.Errorf("bad C result line %q", sc.Text())
 			}
-			return total / iters, nil
+			return sample{wall: wall / iters, cpu: cpu / iters}, nil
 		}
 	}
-	return 0, fmt.Errorf("no result for %s in the C benchmark's output:\n%s", name, out)
+	return sample{}, fmt.Errorf("no result for %s in the C benchmark's output:\n%s", name, out)
 }
 
-// parseGo reads the ns/op of benchmark name from go test -bench output
-// (the name is followed by -GOMAXPROCS unless that is 1).
-func parseGo(out []byte, name string) (float64, error) {
+// parseGo reads the ns/op and cpu-ns/op of benchmark name from go test
+// -bench output (the name is followed by -GOMAXPROCS unless that is 1).
+func parseGo(out []byte, name string) (sample, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || (f[0] != name && !strings.HasPrefix(f[0], name+"-")) {
 			continue
 		}
+		var s sample
 		for i := 2; i+1 < len(f); i++ {
-			if f[i+1] == "ns/op" {
-				v, err := strconv.ParseFloat(f[i], 64)
-				if err != nil {
-					return 0, fmt.Errorf("bad ns/op in %q", sc.Text())
-				}
-				return v, nil
+			v, err := strconv.ParseFloat(f[i], 64)
+			switch f[i+1] {
+			case "ns/op":
+				s.wall = v
+			case "cpu-ns/op":
+				s.cpu = v
+			default:
+				continue
+			}
+			if err != nil {
+				return sample{}, fmt.Errorf("bad %s in %q", f[i+1], sc.Text())
 			}
 		}
+		if s.wall == 0 || s.cpu == 0 {
+			return sample{}, fmt.Errorf("no ns/op and cpu-ns/op in %q", sc.Text())
+		}
+		return s, nil
 	}
-	return 0, fmt.Errorf("no result for %s in the Go benchmark's output:\n%s", name, out)
+	return sample{}, fmt.Errorf("no result for %s in the Go benchmark's output:\n%s", name, out)
 }
 
 // loadAvg is the host's one-minute load average.
@@ -297,13 +332,17 @@ func writeTable(w io.Writer, cs []benchCase, res map[string]*result, loads []flo
 		fmt.Fprintf(w, "load average (1 min) before the runs: median %.2f, %.2f–%.2f; %d repetitions per side and case, alternating; %s\n\n",
 			middle(loads), slices.Min(loads), slices.Max(loads), reps, took.Round(time.Second))
 	}
-	fmt.Fprintln(w, "| case | what | iterations | Go ns/op median (min–max) | C ns/op median (min–max) | Go/C | ranges |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "CPU ns/op: CPU time of the benchmark's thread over the timed part, per iteration (the comparison);")
+	fmt.Fprintln(w, "wall ns/op: elapsed time, which on a loaded host counts the time the process was descheduled.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| case | what | iterations | Go CPU ns/op median (min–max) | C CPU ns/op median (min–max) | Go/C | ranges | Go wall ns/op | C wall ns/op |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, c := range cs {
 		r := res[c.Name]
-		g, cc := middle(r.goNs), middle(r.c)
-		fmt.Fprintf(w, "| %s | %s | %d | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | %.3f | %s |\n", c.Name, c.What, c.Iters,
-			g, slices.Min(r.goNs), slices.Max(r.goNs), cc, slices.Min(r.c), slices.Max(r.c), g/cc, overlap(r.goNs, r.c))
+		g, cc := cpus(r.goS), cpus(r.cS)
+		fmt.Fprintf(w, "| %s | %s | %d | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | %.3f | %s | %.2f | %.2f |\n", c.Name, c.What, c.Iters,
+			middle(g), slices.Min(g), slices.Max(g), middle(cc), slices.Min(cc), slices.Max(cc), middle(g)/middle(cc), overlap(g, cc),
+			middle(walls(r.goS)), middle(walls(r.cS)))
 	}
 }
 

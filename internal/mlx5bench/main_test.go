@@ -13,16 +13,19 @@ import (
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestParse(t *testing.T) {
-	goOut := []byte("goos: linux\nBenchmarkVsLibmlx5/write-2   \t 2000000\t        36.22 ns/op\t       0 B/op\t       0 allocs/op\nPASS\n")
-	if v, err := parseGo(goOut, "BenchmarkVsLibmlx5/write"); err != nil || v != 36.22 {
-		t.Errorf("parseGo = %v, %v; want 36.22", v, err)
+	goOut := []byte("goos: linux\nBenchmarkVsLibmlx5/write-2   \t 2000000\t        36.22 ns/op\t        34.36 cpu-ns/op\t       0 B/op\t       0 allocs/op\nPASS\n")
+	if v, err := parseGo(goOut, "BenchmarkVsLibmlx5/write"); err != nil || v != (sample{36.22, 34.36}) {
+		t.Errorf("parseGo = %v, %v; want {36.22 34.36}", v, err)
+	}
+	if _, err := parseGo([]byte("BenchmarkVsLibmlx5/write-2 1 36.22 ns/op\n"), "BenchmarkVsLibmlx5/write"); err == nil {
+		t.Error("parseGo accepted a line without cpu-ns/op")
 	}
 	if _, err := parseGo(goOut, "BenchmarkVsLibmlx5/ud"); err == nil {
 		t.Error("parseGo found a case that is not there")
 	}
-	cOut := []byte("write 1000000 40201431 40.201\nud 1000000 42814738 42.815\n")
-	if v, err := parseC(cOut, "ud"); err != nil || v != 42.814738 {
-		t.Errorf("parseC = %v, %v; want 42.814738", v, err)
+	cOut := []byte("write 1000000 40201431 40000000\nud 1000000 42814738 42000000\n")
+	if v, err := parseC(cOut, "ud"); err != nil || v != (sample{42.814738, 42}) {
+		t.Errorf("parseC = %v, %v; want {42.814738 42}", v, err)
 	}
 	for _, bad := range []string{"", "write x 1 1\n", "write 0 10 1\n"} {
 		if _, err := parseC([]byte(bad), "write"); err == nil {

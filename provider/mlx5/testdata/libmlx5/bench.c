@@ -12,7 +12,8 @@
 //
 // Usage: bench <sysfs dir> <case> <iterations>   (LD_PRELOAD=libfakekernel.so)
 // Cases: write inline64 ud list16 poll16 (or "all"). Prints one line per
-// case: "<case> <iterations> <ns total> <ns/op>".
+// case: "<case> <iterations> <wall ns> <CPU ns of the thread>" over the
+// timed parts.
 #define _GNU_SOURCE
 #include <endian.h>
 #include <errno.h>
@@ -50,12 +51,31 @@ static void failx(const char *what)
 	exit(2);
 }
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A timer of the timed parts, in wall time and in CPU time of the thread
+ * (see the Go benchmark's cpuClock: on a shared host the comparison uses
+ * the CPU time). */
+struct timer {
+	uint64_t wall, cpu, wall0, cpu0;
+};
+
+static void timer_start(struct timer *t)
+{
+	t->wall0 = clock_ns(CLOCK_MONOTONIC);
+	t->cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static void timer_stop(struct timer *t)
+{
+	t->cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->cpu0;
+	t->wall += clock_ns(CLOCK_MONOTONIC) - t->wall0;
 }
 
 /* ---- the CQ and what the HCA would write into it ---- */
@@ -239,13 +259,12 @@ static unsigned bbs(struct ibv_qp *qp, uint16_t ctr)
  * the list takes bb blocks, so the CQE of iteration i names counter
  * (i+1)*len*bb - bb. One untimed pass of the ring first, as in the Go
  * benchmark. */
-static uint64_t post_poll(struct qp *q, struct cq *c, struct ibv_send_wr *list, int len, uint8_t send_op,
-			  unsigned bb, uint64_t n)
+static void post_poll(struct qp *q, struct cq *c, struct ibv_send_wr *list, int len, uint8_t send_op,
+		      unsigned bb, uint64_t n, struct timer *tm)
 {
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc;
 	uint32_t ncqe = c->dv.cqe_cnt, ci = 1, step = (uint32_t)len * bb;
-	uint64_t total = 0;
 
 	/* CQE j completes list j (the probe was list 0): its last WQE starts bb
 	 * blocks before the next list. The entries from 1 to the end of the
@@ -254,15 +273,18 @@ static uint64_t post_poll(struct qp *q, struct cq *c, struct ibv_send_wr *list, 
 	for (uint32_t j = 1; j < ncqe; j++)
 		complete(c, j, q->uidx, q->qp->qp_num, send_op, (uint16_t)((j + 1) * step - bb));
 	for (int timed = 0; timed < 2; timed++) {
-		uint64_t todo = timed ? n : ncqe, t0 = now_ns();
+		uint64_t todo = timed ? n : ncqe;
 
+		if (timed)
+			timer_start(tm);
 		for (uint64_t i = 0; i < todo; i++, ci++) {
 			if ((ci & (ncqe - 1)) == 0) {
-				uint64_t t1 = now_ns();
-
+				if (timed)
+					timer_stop(tm);
 				for (uint32_t j = ci; j < ci + ncqe; j++)
 					complete(c, j, q->uidx, q->qp->qp_num, send_op, (uint16_t)((j + 1) * step - bb));
-				t0 += now_ns() - t1;
+				if (timed)
+					timer_start(tm);
 			}
 			if (ibv_post_send(q->qp, list, &bad))
 				fail("ibv_post_send");
@@ -270,42 +292,44 @@ static uint64_t post_poll(struct qp *q, struct cq *c, struct ibv_send_wr *list, 
 				failx("ibv_poll_cq: no successful completion");
 		}
 		if (timed)
-			total = now_ns() - t0;
+			timer_stop(tm);
 	}
-	return total;
 }
 
 /* poll16 times n calls of ibv_poll_cq(16), each finding 16 CQEs: per pass
  * of the 4096-entry ring, with the clock stopped, 4096 signaled 1-SGE RDMA
  * WRITEs are posted in lists of 16 and their CQEs written. */
-static uint64_t poll16(struct qp *q, struct cq *c, struct ibv_send_wr *list, uint64_t n)
+static void poll16(struct qp *q, struct cq *c, struct ibv_send_wr *list, uint64_t n, struct timer *tm)
 {
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc[16];
 	uint32_t ncqe = c->dv.cqe_cnt, per = ncqe / 16, ci = 0;
-	uint64_t total = 0;
 
-	for (uint64_t done = 0, warm = per; done < n;) {
-		uint64_t pass = warm ? warm : (n - done < per ? n - done : per), t0;
+	for (int timed = 0; timed < 2; timed++) {
+		uint64_t todo = timed ? n : per;
 
-		for (uint32_t k = 0; k < pass * 16; k++)
-			complete(c, ci + k, q->uidx, q->qp->qp_num, MLX5_OPCODE_RDMA_WRITE, (uint16_t)(ci + k));
-		for (uint32_t k = 0; k < pass; k++)
-			if (ibv_post_send(q->qp, list, &bad))
-				fail("ibv_post_send");
-		t0 = now_ns();
-		for (uint32_t k = 0; k < pass; k++)
+		for (uint64_t i = 0; i < todo; i++) {
+			if (i % per == 0) {
+				uint64_t polls = todo - i < per ? todo - i : per;
+
+				if (timed && i)
+					timer_stop(tm);
+				for (uint32_t k = 0; k < polls * 16; k++)
+					complete(c, ci + k, q->uidx, q->qp->qp_num, MLX5_OPCODE_RDMA_WRITE,
+						 (uint16_t)(ci + k));
+				for (uint32_t k = 0; k < polls; k++)
+					if (ibv_post_send(q->qp, list, &bad))
+						fail("ibv_post_send");
+				if (timed)
+					timer_start(tm);
+			}
 			if (ibv_poll_cq(c->cq, 16, wc) != 16 || wc[15].status != IBV_WC_SUCCESS)
 				failx("ibv_poll_cq: not 16 successful completions");
-		if (warm)
-			warm = 0;
-		else {
-			total += now_ns() - t0;
-			done += pass;
+			ci += 16;
 		}
-		ci += pass * 16;
+		if (timed)
+			timer_stop(tm);
 	}
-	return total;
 }
 
 static struct ibv_sge sge(void)
@@ -313,7 +337,7 @@ static struct ibv_sge sge(void)
 	return (struct ibv_sge){.addr = (uintptr_t)data, .length = PAYLOAD, .lkey = mr->lkey};
 }
 
-static uint64_t run(const char *name, uint64_t n)
+static void run(const char *name, uint64_t n, struct timer *tm)
 {
 	struct cq c;
 	struct qp q;
@@ -324,7 +348,6 @@ static uint64_t run(const char *name, uint64_t n)
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc;
 	unsigned bb;
-	uint64_t ns;
 
 	memset(w, 0, sizeof(w));
 	for (int i = 0; i < 16; i++) {
@@ -364,7 +387,7 @@ static uint64_t run(const char *name, uint64_t n)
 			w[i].send_flags = IBV_SEND_SIGNALED;
 		for (int i = 0; i < 15; i++)
 			w[i].next = &w[i + 1];
-		ns = poll16(&q, &c, w, n);
+		poll16(&q, &c, w, n, tm);
 		goto out;
 	} else {
 		failx("unknown case (write inline64 ud list16 poll16)");
@@ -380,13 +403,12 @@ static uint64_t run(const char *name, uint64_t n)
 	complete(&c, 0, q.uidx, q.qp->qp_num, send_op, (uint16_t)(len * bb - bb));
 	if (ibv_poll_cq(c.cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
 		failx("probe completion");
-	ns = post_poll(&q, &c, w, len, send_op, bb, n);
+	post_poll(&q, &c, w, len, send_op, bb, n, tm);
 out:
 	if (ibv_destroy_qp(q.qp) || ibv_destroy_cq(c.cq))
 		fail("destroy");
 	if (!strcmp(name, "ud") && ibv_destroy_ah(w[0].wr.ud.ah))
 		fail("ibv_destroy_ah");
-	return ns;
 }
 
 int main(int argc, char **argv)
@@ -432,13 +454,13 @@ int main(int argc, char **argv)
 	if (!mr)
 		fail("ibv_reg_mr");
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-		uint64_t ns;
+		struct timer tm = {};
 
 		if (strcmp(argv[2], "all") && strcmp(argv[2], all[i]))
 			continue;
-		ns = run(all[i], n);
-		printf("%s %llu %llu %.3f\n", all[i], (unsigned long long)n, (unsigned long long)ns,
-		       (double)ns / (double)n);
+		run(all[i], n, &tm);
+		printf("%s %llu %llu %llu\n", all[i], (unsigned long long)n, (unsigned long long)tm.wall,
+		       (unsigned long long)tm.cpu);
 	}
 	ibv_dereg_mr(mr);
 	ibv_dealloc_pd(pd);
