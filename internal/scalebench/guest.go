@@ -141,32 +141,32 @@ func (g *guest) run(tool, kind string, n int64) (result, error) {
 	return parseC(string(out))
 }
 
-// parseC reads scale.c's line.
+// parseC reads scale.c's line: "qps" or "mr", the count, then names and
+// values.
 func parseC(out string) (result, error) {
 	f := strings.Fields(out)
-	num := func(i int) (int64, error) { return strconv.ParseInt(f[i], 10, 64) }
-	var vals []int64
-	switch {
-	case len(f) == 8 && f[0] == "qps" && f[2] == "create_ns" && f[4] == "connect_ns" && f[6] == "destroy_ns":
-		for _, i := range []int{1, 3, 5, 7} {
-			v, err := num(i)
-			if err != nil {
-				return result{}, fmt.Errorf("scale output %q: %w", out, err)
-			}
-			vals = append(vals, v)
-		}
-		return result{Tool: "c", Work: "qps", N: vals[0], CreateNs: vals[1], ConnectNs: vals[2], DestroyNs: vals[3]}, nil
-	case len(f) == 6 && f[0] == "mr" && f[2] == "reg_ns" && f[4] == "dereg_ns":
-		for _, i := range []int{1, 3, 5} {
-			v, err := num(i)
-			if err != nil {
-				return result{}, fmt.Errorf("scale output %q: %w", out, err)
-			}
-			vals = append(vals, v)
-		}
-		return result{Tool: "c", Work: "mr", N: vals[0], RegNs: vals[1], DeregNs: vals[2]}, nil
+	bad := fmt.Errorf("scale output %q: not a result line", out)
+	if len(f) < 2 || len(f)%2 != 0 || (f[0] != "qps" && f[0] != "mr") {
+		return result{}, bad
 	}
-	return result{}, fmt.Errorf("scale output %q: not a result line", out)
+	r := result{Tool: "c", Work: f[0]}
+	var err error
+	if r.N, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+		return result{}, bad
+	}
+	fields := map[string]*int64{"create_ns": &r.CreateNs, "connect_ns": &r.ConnectNs, "destroy_ns": &r.DestroyNs,
+		"create_cpu": &r.CreateCPU, "connect_cpu": &r.ConnectCPU, "destroy_cpu": &r.DestroyCPU,
+		"reg_ns": &r.RegNs, "dereg_ns": &r.DeregNs, "reg_cpu": &r.RegCPU, "dereg_cpu": &r.DeregCPU}
+	for i := 2; i < len(f); i += 2 {
+		p := fields[f[i]]
+		if p == nil {
+			return result{}, bad
+		}
+		if *p, err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return result{}, bad
+		}
+	}
+	return r, nil
 }
 
 // bwRow is perftest's (and ibperf's) bandwidth result row: bytes,

@@ -18,7 +18,12 @@
 //     few minutes under TCG), server and client on rxe0 (client to
 //     127.0.0.1), the client's average MB/s.
 //
-// The Go workers also report the heap bytes they allocated while creating
+// Each phase is timed in wall time and in CPU time (user + system, of the
+// whole process: the Go runtime's threads count): under TCG on a shared host
+// the wall time of a verb is mostly waiting (for rxe's work queues and
+// for the host to run the vCPU) and varies fiftyfold between runs; the CPU
+// time is what the library and the kernel spent on its behalf, and is the
+// comparison. The Go workers also report the heap bytes they allocated while creating
 // and connecting (or registering) and the bytes still live after a GC
 // (runtime.MemStats), per QP and per MR.
 //
@@ -40,6 +45,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +85,7 @@ func main() {
 	guest := flag.Bool("guest", false, "(guest) run the workloads")
 	worker := flag.String("worker", "", "(guest) run one Go workload: qps or mr")
 	n := flag.Int64("n", 0, "(worker) QPs per device or MR bytes")
+	cpuprofile := flag.String("cpuprofile", "", "(worker) write a CPU profile of the workload here")
 	flag.StringVar(&o.cprog, "cprog", "", "(guest) scale.c's binary")
 	flag.StringVar(&o.ibperf, "ibperf", "", "(guest) ibperf's binary")
 	flag.Parse()
@@ -95,7 +102,7 @@ func main() {
 	defer stop()
 	switch {
 	case *worker != "":
-		os.Exit(workerMain(*worker, *n, o.gid))
+		os.Exit(workerMain(*worker, *n, o.gid, *cpuprofile))
 	case *guest:
 		os.Exit(guestMain(ctx, o))
 	}
@@ -105,9 +112,21 @@ func main() {
 	}
 }
 
-func workerMain(kind string, n int64, gid int) int {
+func workerMain(kind string, n int64, gid int, cpuprofile string) int {
 	var r result
 	var err error
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scalebench worker:", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	switch kind {
 	case "qps":
 		r, err = workQPs(int(n), gid)
@@ -311,29 +330,43 @@ func printTables(w io.Writer, rs []result) {
 		return v
 	}
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	fmt.Fprintln(w, "| work | phase | goverbs ms median (min–max) | libibverbs ms median (min–max) | Go/C | ranges |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| work | phase | goverbs CPU ms median (min–max) | libibverbs CPU ms median (min–max) | Go/C CPU | ranges | goverbs wall ms | libibverbs wall ms | Go/C wall |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
 		g, c := by[k]["go"], by[k]["c"]
-		row := func(label, phase string, f func(result) float64, prec int) {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", label, phase, cell(col(g, f), prec), cell(col(c, f), prec), ratio(col(g, f), col(c, f)))
+		row := func(label, phase string, cpu, wall func(result) float64, prec int) {
+			gw, cw := col(g, wall), col(c, wall)
+			wr := "–"
+			if len(gw) > 0 && len(cw) > 0 && middle(cw) > 0 {
+				wr = fmt.Sprintf("%.3f", middle(gw)/middle(cw))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.*f | %.*f | %s |\n", label, phase, cell(col(g, cpu), prec), cell(col(c, cpu), prec),
+				ratio(col(g, cpu), col(c, cpu)), prec, middle(gw), prec, middle(cw), wr)
 		}
 		switch k.work {
 		case "qps":
 			label := fmt.Sprintf("%d RC QPs per device (×2)", k.n)
-			row(label, "create", func(r result) float64 { return ms(r.CreateNs) }, 2)
-			row(label, "connect (RESET→RTS)", func(r result) float64 { return ms(r.ConnectNs) }, 2)
-			row(label, "create + connect", func(r result) float64 { return ms(r.CreateNs + r.ConnectNs) }, 2)
-			row(label, "destroy", func(r result) float64 { return ms(r.DestroyNs) }, 2)
+			row(label, "create", func(r result) float64 { return ms(r.CreateCPU) }, func(r result) float64 { return ms(r.CreateNs) }, 2)
+			row(label, "connect (RESET→RTS)", func(r result) float64 { return ms(r.ConnectCPU) }, func(r result) float64 { return ms(r.ConnectNs) }, 2)
+			row(label, "create + connect", func(r result) float64 { return ms(r.CreateCPU + r.ConnectCPU) },
+				func(r result) float64 { return ms(r.CreateNs + r.ConnectNs) }, 2)
+			row(label, "destroy", func(r result) float64 { return ms(r.DestroyCPU) }, func(r result) float64 { return ms(r.DestroyNs) }, 2)
 		case "mr":
 			label := "MR of " + humanBytes(k.n)
-			row(label, "register", func(r result) float64 { return ms(r.RegNs) }, 3)
-			row(label, "deregister", func(r result) float64 { return ms(r.DeregNs) }, 3)
-		case "bw":
-			fmt.Fprintf(w, "| write_bw -q %d | MB/s (higher is better) | %s | %s | %s |\n", k.n,
-				cell(col(g, func(r result) float64 { return r.MBps }), 2), cell(col(c, func(r result) float64 { return r.MBps }), 2),
-				ratio(col(g, func(r result) float64 { return r.MBps }), col(c, func(r result) float64 { return r.MBps })))
+			row(label, "register", func(r result) float64 { return ms(r.RegCPU) }, func(r result) float64 { return ms(r.RegNs) }, 3)
+			row(label, "deregister", func(r result) float64 { return ms(r.DeregCPU) }, func(r result) float64 { return ms(r.DeregNs) }, 3)
 		}
+	}
+	for _, k := range keys {
+		if k.work != "bw" {
+			continue
+		}
+		g, c := by[k]["go"], by[k]["c"]
+		f := func(r result) float64 { return r.MBps }
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| work | ibperf MB/s median (min–max) | perftest MB/s median (min–max) | Go/C | ranges |")
+		fmt.Fprintln(w, "|---|---|---|---|---|")
+		fmt.Fprintf(w, "| write_bw -q %d | %s | %s | %s |\n", k.n, cell(col(g, f), 2), cell(col(c, f), 2), ratio(col(g, f), col(c, f)))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| work | Go heap allocated per object, B | heap objects per object | Go heap live after GC per object, B |")

@@ -25,7 +25,12 @@ func TestParseC(t *testing.T) {
 	if err != nil || !cmp.Equal(got, want) {
 		t.Errorf("parseC mr = %+v, %v; want %+v", got, err, want)
 	}
-	for _, bad := range []string{"", "qps 1 create_ns x connect_ns 2 destroy_ns 3", "mr 1 reg_ns 2", "bw 1 2 3 4 5"} {
+	got, err = parseC("mr 1048576 reg_ns 5 dereg_ns 6 reg_cpu 3 dereg_cpu 4\n")
+	want = result{Tool: "c", Work: "mr", N: 1 << 20, RegNs: 5, DeregNs: 6, RegCPU: 3, DeregCPU: 4}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("parseC mr cpu = %+v, %v; want %+v", got, err, want)
+	}
+	for _, bad := range []string{"", "qps 1 create_ns x connect_ns 2 destroy_ns 3", "mr 1 reg_ns", "mr 1 nosuch 2", "bw 1 2 3 4 5"} {
 		if _, err := parseC(bad); err == nil {
 			t.Errorf("parseC(%q) succeeded", bad)
 		}
@@ -58,15 +63,15 @@ func TestParseSizes(t *testing.T) {
 }
 
 func TestTables(t *testing.T) {
-	rs, err := parseResults([]byte("noise\n" + linePrefix + `{"tool":"go","work":"qps","n":10,"rep":1,"create_ns":2000000,"connect_ns":4000000,"destroy_ns":1000000,"alloc_bytes":20000,"live_bytes":4000,"objects":400}` + "\n" +
-		linePrefix + `{"tool":"c","work":"qps","n":10,"rep":1,"create_ns":4000000,"connect_ns":4000000,"destroy_ns":1000000}` + "\n"))
+	rs, err := parseResults([]byte("noise\n" + linePrefix + `{"tool":"go","work":"qps","n":10,"rep":1,"create_ns":2000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":1000000,"alloc_bytes":20000,"live_bytes":4000,"objects":400}` + "\n" +
+		linePrefix + `{"tool":"c","work":"qps","n":10,"rep":1,"create_ns":4000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":2000000}` + "\n"))
 	if err != nil || len(rs) != 2 {
 		t.Fatalf("parseResults: %v, %d results", err, len(rs))
 	}
 	var b bytes.Buffer
 	printTables(&b, rs)
 	for _, want := range []string{
-		"| 10 RC QPs per device (×2) | create | 2.00 (2.00–2.00) | 4.00 (4.00–4.00) | 0.500 | separate |",
+		"| 10 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
 		"| QP (of 10 per device, created + connected) | 1000 (1000–1000) | 20.0 (20.0–20.0) | 200 (200–200) |",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -23,6 +25,12 @@ type result struct {
 	// mr
 	RegNs   int64 `json:"reg_ns,omitempty"`
 	DeregNs int64 `json:"dereg_ns,omitempty"`
+	// The same phases in CPU time (user + system) of the process.
+	CreateCPU  int64 `json:"create_cpu,omitempty"`
+	ConnectCPU int64 `json:"connect_cpu,omitempty"`
+	DestroyCPU int64 `json:"destroy_cpu,omitempty"`
+	RegCPU     int64 `json:"reg_cpu,omitempty"`
+	DeregCPU   int64 `json:"dereg_cpu,omitempty"`
 	// bw: MB/s, BW average
 	MBps float64 `json:"mbps,omitempty"`
 	// Go only: heap bytes allocated during the creation (create + connect,
@@ -69,6 +77,16 @@ func (s *side) close() {
 	s.ctx.Close()
 }
 
+// cpuNs is the process's user + system CPU time (the Go runtime's threads
+// included): what a phase cost, apart from the time it waited.
+func cpuNs() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // heap reads the Go heap's counters after a full GC.
 func heap() runtime.MemStats {
 	runtime.GC()
@@ -92,6 +110,7 @@ func workQPs(n, gidIndex int) (result, error) {
 		s[k].qps = make([]*uverbs.QP, 0, n)
 	}
 	m0 := heap()
+	c0 := cpuNs()
 	t0 := time.Now()
 	for range n {
 		for _, sd := range s {
@@ -103,6 +122,7 @@ func workQPs(n, gidIndex int) (result, error) {
 		}
 	}
 	t1 := time.Now()
+	c1 := cpuNs()
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
 	for i := range n {
 		for k, sd := range s {
@@ -115,9 +135,11 @@ func workQPs(n, gidIndex int) (result, error) {
 		}
 	}
 	t2 := time.Now()
+	c2 := cpuNs()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	m2 := heap()
+	c3 := cpuNs()
 	t3 := time.Now()
 	for i := range n {
 		for _, sd := range s {
@@ -127,7 +149,9 @@ func workQPs(n, gidIndex int) (result, error) {
 		}
 	}
 	t4 := time.Now()
+	c4 := cpuNs()
 	r.CreateNs, r.ConnectNs, r.DestroyNs = t1.Sub(t0).Nanoseconds(), t2.Sub(t1).Nanoseconds(), t4.Sub(t3).Nanoseconds()
+	r.CreateCPU, r.ConnectCPU, r.DestroyCPU = c1-c0, c2-c1, c4-c3
 	r.AllocBytes = int64(m1.TotalAlloc - m0.TotalAlloc)
 	r.Objects = int64(m1.Mallocs - m0.Mallocs)
 	r.LiveBytes = int64(m2.HeapAlloc) - int64(m0.HeapAlloc)
@@ -159,21 +183,26 @@ func workMR(size int) (result, error) {
 	}
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
 	m0 := heap()
+	c0 := cpuNs()
 	t0 := time.Now()
 	mr, err := pd.RegisterBuffer(buf, 0, size, access)
 	if err != nil {
 		return r, fmt.Errorf("register %d bytes: %w", size, err)
 	}
 	t1 := time.Now()
+	c1 := cpuNs()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	m2 := heap()
+	c2 := cpuNs()
 	t2 := time.Now()
 	if err := mr.Close(); err != nil {
 		return r, err
 	}
 	t3 := time.Now()
+	c3 := cpuNs()
 	r.RegNs, r.DeregNs = t1.Sub(t0).Nanoseconds(), t3.Sub(t2).Nanoseconds()
+	r.RegCPU, r.DeregCPU = c1-c0, c3-c2
 	r.AllocBytes = int64(m1.TotalAlloc - m0.TotalAlloc)
 	r.Objects = int64(m1.Mallocs - m0.Mallocs)
 	r.LiveBytes = int64(m2.HeapAlloc) - int64(m0.HeapAlloc)
