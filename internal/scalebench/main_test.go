@@ -71,7 +71,7 @@ func TestTables(t *testing.T) {
 	var b bytes.Buffer
 	printTables(&b, rs)
 	for _, want := range []string{
-		"| 10 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
+		"| 10 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
 		"| QP (of 10 per device, created + connected) | 1000 (1000–1000) | 20.0 (20.0–20.0) | 200 (200–200) |",
 	} {
 		if !strings.Contains(b.String(), want) {
