@@ -40,6 +40,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/benchstat"
 )
 
 // A benchCase is one row: the sub-benchmark of BenchmarkVsLibmlx5 and the
@@ -174,20 +176,9 @@ type sample struct{ wall, cpu float64 }
 
 type result struct{ goS, cS []sample }
 
-func cpus(s []sample) []float64 {
-	var v []float64
-	for _, x := range s {
-		v = append(v, x.cpu)
-	}
-	return v
-}
-
+func cpus(s []sample) []float64 { return benchstat.Column(s, func(x sample) float64 { return x.cpu }) }
 func walls(s []sample) []float64 {
-	var v []float64
-	for _, x := range s {
-		v = append(v, x.wall)
-	}
-	return v
+	return benchstat.Column(s, func(x sample) float64 { return x.wall })
 }
 
 func selectCases(only string, scale float64) ([]benchCase, error) {
@@ -304,25 +295,6 @@ func loadAvg() (float64, error) {
 	return strconv.ParseFloat(f[0], 64)
 }
 
-// middle is the median of v (the mean of the two middle values for an
-// even count).
-func middle(v []float64) float64 {
-	s := slices.Sorted(slices.Values(v))
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	return (s[(n-1)/2] + s[n/2]) / 2
-}
-
-// overlap says whether the two samples' ranges separate.
-func overlap(a, b []float64) string {
-	if slices.Max(a) < slices.Min(b) || slices.Max(b) < slices.Min(a) {
-		return "separate"
-	}
-	return "overlap"
-}
-
 func writeTable(w io.Writer, cs []benchCase, res map[string]*result, loads []float64, reps int, took time.Duration) {
 	fmt.Fprintf(w, "mlx5 data path: provider/mlx5 (Go) against rdma-core's libmlx5 (C, %s), fake kernel, same host\n\n",
 		rdmaCoreVersion())
@@ -330,7 +302,7 @@ func writeTable(w io.Writer, cs []benchCase, res map[string]*result, loads []flo
 		commit(), cpuModel(), runtime.GOMAXPROCS(0), runtime.Version())
 	if len(loads) > 0 {
 		fmt.Fprintf(w, "load average (1 min) before the runs: median %.2f, %.2f–%.2f; %d repetitions per side and case, alternating; %s\n\n",
-			middle(loads), slices.Min(loads), slices.Max(loads), reps, took.Round(time.Second))
+			benchstat.Median(loads), slices.Min(loads), slices.Max(loads), reps, took.Round(time.Second))
 	}
 	fmt.Fprintln(w, "CPU ns/op: CPU time of the benchmark's thread over the timed part, per iteration (the comparison);")
 	fmt.Fprintln(w, "wall ns/op: elapsed time, which on a loaded host counts the time the process was descheduled.")
@@ -341,8 +313,8 @@ func writeTable(w io.Writer, cs []benchCase, res map[string]*result, loads []flo
 		r := res[c.Name]
 		g, cc := cpus(r.goS), cpus(r.cS)
 		fmt.Fprintf(w, "| %s | %s | %d | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | %.3f | %s | %.2f | %.2f |\n", c.Name, c.What, c.Iters,
-			middle(g), slices.Min(g), slices.Max(g), middle(cc), slices.Min(cc), slices.Max(cc), middle(g)/middle(cc), overlap(g, cc),
-			middle(walls(r.goS)), middle(walls(r.cS)))
+			benchstat.Median(g), slices.Min(g), slices.Max(g), benchstat.Median(cc), slices.Min(cc), slices.Max(cc), benchstat.Median(g)/benchstat.Median(cc), benchstat.Relation(g, cc),
+			benchstat.Median(walls(r.goS)), benchstat.Median(walls(r.cS)))
 	}
 }
 

@@ -34,17 +34,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestSummary(t *testing.T) {
-	if got := middle([]float64{3, 1, 2}); got != 2 {
-		t.Errorf("middle odd = %v", got)
-	}
-	if got := middle([]float64{4, 1, 2, 3}); got != 2.5 {
-		t.Errorf("middle even = %v", got)
-	}
-	got := []string{overlap([]float64{1, 2}, []float64{3, 4}), overlap([]float64{1, 3}, []float64{2, 4})}
-	if diff := cmp.Diff([]string{"separate", "overlap"}, got); diff != "" {
-		t.Error(diff)
-	}
+func TestSelectCases(t *testing.T) {
 	for _, bad := range []struct {
 		only  string
 		scale float64
@@ -52,5 +42,10 @@ func TestSummary(t *testing.T) {
 		if _, err := selectCases(bad.only, bad.scale); err == nil {
 			t.Errorf("selectCases(%q, %v) succeeded", bad.only, bad.scale)
 		}
+	}
+	cs, err := selectCases("write,poll16", 0.5)
+	got := []any{err, len(cs), cs[0].Iters}
+	if diff := cmp.Diff([]any{nil, 2, 1_000_000}, got); diff != "" {
+		t.Error(diff)
 	}
 }

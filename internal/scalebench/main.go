@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/benchstat"
 	"github.com/goverbs/goverbs/internal/testvm"
 )
 
@@ -294,35 +295,22 @@ func parseResults(out []byte) ([]result, error) {
 	return rs, sc.Err()
 }
 
-func middle(v []float64) float64 {
-	s := slices.Sorted(slices.Values(v))
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	return (s[(n-1)/2] + s[n/2]) / 2
-}
-
 // cell is "median (min–max)" of v, or "–" when empty.
 func cell(v []float64, prec int) string {
 	if len(v) == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.*f (%.*f–%.*f)", prec, middle(v), prec, slices.Min(v), prec, slices.Max(v))
+	return fmt.Sprintf("%.*f (%.*f–%.*f)", prec, benchstat.Median(v), prec, slices.Min(v), prec, slices.Max(v))
 }
 
 // ratio is Go/C of the medians and of the minima (on a shared host the
 // noise only adds, so the minimum is the closest to the work itself), and
 // whether the ranges separate.
 func ratio(g, c []float64) string {
-	if len(g) == 0 || len(c) == 0 || middle(c) == 0 || slices.Min(c) == 0 {
+	if len(g) == 0 || len(c) == 0 || benchstat.Median(c) == 0 || slices.Min(c) == 0 {
 		return "– | – | –"
 	}
-	rel := "overlap"
-	if slices.Max(g) < slices.Min(c) || slices.Max(c) < slices.Min(g) {
-		rel = "separate"
-	}
-	return fmt.Sprintf("%.3f | %.3f | %s", middle(g)/middle(c), slices.Min(g)/slices.Min(c), rel)
+	return fmt.Sprintf("%.3f | %.3f | %s", benchstat.Median(g)/benchstat.Median(c), slices.Min(g)/slices.Min(c), benchstat.Relation(g, c))
 }
 
 func humanBytes(n int64) string {
@@ -351,13 +339,7 @@ func printTables(w io.Writer, rs []result) {
 		}
 		by[k][r.Tool] = append(by[k][r.Tool], r)
 	}
-	col := func(rs []result, f func(result) float64) []float64 {
-		var v []float64
-		for _, r := range rs {
-			v = append(v, f(r))
-		}
-		return v
-	}
+	col := benchstat.Column[result]
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	fmt.Fprintln(w, "| work | phase | goverbs CPU ms median (min–max) | libibverbs CPU ms median (min–max) | Go/C medians | Go/C minima | ranges | goverbs wall ms | libibverbs wall ms | Go/C wall |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
@@ -366,11 +348,11 @@ func printTables(w io.Writer, rs []result) {
 		row := func(label, phase string, cpu, wall func(result) float64, prec int) {
 			gw, cw := col(g, wall), col(c, wall)
 			wr := "–"
-			if len(gw) > 0 && len(cw) > 0 && middle(cw) > 0 {
-				wr = fmt.Sprintf("%.3f", middle(gw)/middle(cw))
+			if len(gw) > 0 && len(cw) > 0 && benchstat.Median(cw) > 0 {
+				wr = fmt.Sprintf("%.3f", benchstat.Median(gw)/benchstat.Median(cw))
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.*f | %.*f | %s |\n", label, phase, cell(col(g, cpu), prec), cell(col(c, cpu), prec),
-				ratio(col(g, cpu), col(c, cpu)), prec, middle(gw), prec, middle(cw), wr)
+				ratio(col(g, cpu), col(c, cpu)), prec, benchstat.Median(gw), prec, benchstat.Median(cw), wr)
 		}
 		switch k.work {
 		case "qps":

@@ -126,14 +126,7 @@ func benchPostPoll(b *testing.B, qp *QP, cq *CQ, wrs []provider.SendWR, sendOp u
 			}
 		}
 	}
-	clk.lock(b)
-	loop(int(cq.ncqe), false) // the untimed pass
-	b.ReportAllocs()
-	b.ResetTimer()
-	clk.start(nil)
-	loop(b.N, true)
-	clk.stop(nil)
-	clk.report(b)
+	clk.run(b, int(cq.ncqe), loop)
 }
 
 // benchPollPosted times Poll of 16 completions of 16 posted WRs: for each
@@ -180,14 +173,7 @@ func benchPollPosted(b *testing.B) {
 			}
 		}
 	}
-	clk.lock(b)
-	loop(per, false)
-	b.ReportAllocs()
-	b.ResetTimer()
-	clk.start(nil)
-	loop(b.N, true)
-	clk.stop(nil)
-	clk.report(b)
+	clk.run(b, per, loop)
 }
 
 // cpuClock adds up the CPU time of the benchmark's thread (locked to it)
@@ -197,9 +183,19 @@ type cpuClock struct {
 	total, t0 int64
 }
 
-func (c *cpuClock) lock(b *testing.B) {
+// run locks the goroutine to its thread, runs loop for warm untimed
+// iterations, then for b.N timed ones (loop stops and starts the clock
+// around its own untimed work), and reports cpu-ns/op.
+func (c *cpuClock) run(b *testing.B, warm int, loop func(n int, timed bool)) {
 	runtime.LockOSThread()
-	b.Cleanup(runtime.UnlockOSThread)
+	defer runtime.UnlockOSThread()
+	loop(warm, false)
+	b.ReportAllocs()
+	b.ResetTimer()
+	c.start(nil)
+	loop(b.N, true)
+	c.stop(nil)
+	b.ReportMetric(float64(c.total)/float64(b.N), "cpu-ns/op")
 }
 
 func threadCPUNs() int64 {
@@ -222,10 +218,6 @@ func (c *cpuClock) stop(b *testing.B) {
 	if b != nil {
 		b.StopTimer()
 	}
-}
-
-func (c *cpuClock) report(b *testing.B) {
-	b.ReportMetric(float64(c.total)/float64(b.N), "cpu-ns/op")
 }
 
 // sgeOf is the SGE of buf (memory the Go heap keeps alive for the test;
