@@ -7,6 +7,7 @@
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
 #   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
+#   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host)
 #   make fuzz      every go test -fuzz target of the module for FUZZTIME each
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
 #   make soak      the load test for SOAK (default 1h) on 6.12
@@ -41,7 +42,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden
 
 all: vmexec
 
@@ -146,6 +147,14 @@ mlx5-hwsuite:
 	CGO_ENABLED=0 $(GO) test -c -o bin/uverbs-hwsuite ./uverbs
 bench-mlx5:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./provider/mlx5
+	$(MAKE) bench-mlx5-vs-c
+
+# The same data-path shapes on rdma-core's libmlx5 (built here with gcc, over
+# the golden harness's fake kernel) and on provider/mlx5, alternating, with
+# medians and Go/C (docs/performance.md).
+MLX5_BENCH_REPS ?= 7
+bench-mlx5-vs-c:
+	$(GO) run ./internal/mlx5bench -reps $(MLX5_BENCH_REPS) -o $(CURDIR)/.cache/mlx5bench.md
 
 # Every fuzz target of the module (found by go test -list, so new ones join
 # by themselves), FUZZTIME each; fails on a crash and names the saved input.

@@ -18,37 +18,8 @@ import (
 // ordinary memory.
 
 // BenchmarkPostPollRDMAWrite posts a signaled 1-SGE RDMA WRITE and polls
-// its completion.
-func BenchmarkPostPollRDMAWrite(b *testing.B) {
-	p := newLoopPair(b, 4095, loopCaps, 4096)
-	qp, cq := p.a.qp, p.a.cq
-	wrs := []provider.SendWR{{ID: 7, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{p.a.sge(0, 64)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}}
-	wcs := make([]provider.WC, 1)
-	tmpl := cqeFields{opcode: cqeReq, sendOp: reqOpRDMAWrite, qpn: qp.QPN(), byteCnt: 64}.encode(0, cq.ncqe)
-	// A 1-SGE RDMA WRITE is one basic block: the i-th WQE has counter i.
-	fill := func(from uint32) {
-		for k := uint32(0); k < cq.ncqe; k++ {
-			hcaComplete(cq, &tmpl, from+k, uint16(from+k))
-		}
-	}
-	fill(0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i > 0 && uint32(i)&(cq.ncqe-1) == 0 {
-			b.StopTimer()
-			fill(uint32(i))
-			b.StartTimer()
-		}
-		if err := qp.PostSend(wrs); err != nil {
-			b.Fatal(err)
-		}
-		if n, err := cq.Poll(wcs); n != 1 || err != nil {
-			b.Fatal(n, err)
-		}
-	}
-}
+// its completion: BenchmarkVsLibmlx5's write case.
+func BenchmarkPostPollRDMAWrite(b *testing.B) { benchWrite(b) }
 
 // hcaComplete writes the template CQE at consumer index i for WQE
 // counter ctr, as the HCA would: the body, then the word with the owner
