@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -447,8 +446,8 @@ func TestMemoryWindows(t *testing.T) {
 		t.Helper()
 		next := newKey(cur)
 		wc := post(t, b.qp, SendWR{ID: 10, Opcode: WRBindMW, Bind: BindMW{MWRkey: cur, NewRkey: next, MRLkey: b.mem.mr.Lkey(),
-			Addr: b.mem.mr.Addr() + win, Length: win, Access: uint32(AccessRemoteWrite | AccessRemoteRead)}})
-		if want := (WC{ID: 10, Status: WCSuccess, Opcode: provider.WCBindMW, QPNum: b.qp.QPN()}); wc != want {
+			Addr: b.mem.mr.Addr() + win, Length: win, Access: AccessRemoteWrite | AccessRemoteRead}})
+		if want := (WC{ID: 10, Status: WCSuccess, Opcode: WCBindMW, QPNum: b.qp.QPN()}); wc != want {
 			t.Fatalf("bind completion %+v (%v), want %+v", wc, wc.Status, want)
 		}
 		return next
@@ -495,7 +494,7 @@ func TestMemoryWindows(t *testing.T) {
 		if wc := write(t, a, b, key, win, 8, 0x22); wc.Status != WCSuccess {
 			t.Fatalf("write after the rebind: %+v (%v)", wc, wc.Status)
 		}
-		if wc := post(t, b.qp, SendWR{ID: 40, Opcode: WRLocalInv, InvalidateRkey: key}); wc.Status != WCSuccess || wc.Opcode != provider.WCLocalInv {
+		if wc := post(t, b.qp, SendWR{ID: 40, Opcode: WRLocalInv, InvalidateRkey: key}); wc.Status != WCSuccess || wc.Opcode != WCLocalInv {
 			t.Fatalf("local invalidate: %+v (%v)", wc, wc.Status)
 		}
 		// Now the key is dead: the write fails, and nothing changes.
