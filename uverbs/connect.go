@@ -7,15 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Endpoint is what two peers exchange out of band to connect QPs, as the
-// classic verbs examples and ibv_rc_pingpong do.
-type Endpoint struct {
-	QPN uint32
-	PSN uint32 // first packet sequence number the peer will send
-	LID uint16 // InfiniBand ports
-	GID GID    // RoCE ports (and IB with a GRH)
-}
-
 // ConnectAttr describes a connection for QP.Connect. Zero fields take the
 // values ibv_rc_pingpong uses.
 type ConnectAttr struct {
