@@ -72,14 +72,14 @@ func (s *hwSide) PostRecv(wrs []provider.RecvWR) error {
 func (s *hwSide) Poll(wcs []provider.WC) (int, error) {
 	return s.cq.Poll(unsafe.Slice((*uverbs.WC)(unsafe.Pointer(unsafe.SliceData(wcs))), len(wcs)))
 }
-func (s *hwSide) QPN() uint32                          { return s.qp.QPN() }
-func (s *hwSide) Arena() []byte                        { return s.mem }
-func (s *hwSide) Lkey() uint32                         { return s.mr.Lkey() }
-func (s *hwSide) Rkey() uint32                         { return s.mr.Rkey() }
-func (s *hwSide) MaxInline() int                       { return int(s.qp.Cap().MaxInlineData) }
-func (s *hwSide) MaxSGE() int                          { return 4 }
-func (s *hwSide) ZeroLengthRecvSGEs() bool             { return true }
-func (s *hwSide) Atomics() bool                        { return s.atomics }
+func (s *hwSide) QPN() uint32              { return s.qp.QPN() }
+func (s *hwSide) Arena() []byte            { return s.mem }
+func (s *hwSide) Lkey() uint32             { return s.mr.Lkey() }
+func (s *hwSide) Rkey() uint32             { return s.mr.Rkey() }
+func (s *hwSide) MaxInline() int           { return int(s.qp.Cap().MaxInlineData) }
+func (s *hwSide) MaxSGE() int              { return 4 }
+func (s *hwSide) ZeroLengthRecvSGEs() bool { return true }
+func (s *hwSide) Atomics() bool            { return s.atomics }
 
 func TestHardwareIntegrity(t *testing.T) {
 	name, why := hwDevice()
