@@ -61,7 +61,7 @@ func TestLocalKeyOfAnotherPD(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := aeNewSide(t, d), aeNewSide(t, d)
 			for _, x := range [][2]*aeSide{{a, b}, {b, a}} {
-				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Timeout: 18, RetryCnt: 1, RNRRetry: 1,
+				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Timeout: 18, RetryCnt: 1, RNRRetry: 1,
 					Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead,
 					Remote: Endpoint{QPN: x[1].qp.QPN(), GID: d.gid.GID}}); err != nil {
 					t.Fatal(err)

@@ -37,6 +37,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if attr.PortNum == 0 {
 		return nil, fmt.Errorf("uverbs: create_ah: PortNum 0 is invalid; ports are numbered from 1: %w", unix.EINVAL)
 	}
+	if err := checkAHAttr("create_ah", &attr); err != nil {
+		return nil, err
+	}
 	c := pd.ctx
 	pc, ok := c.pctx.(provider.AHContext)
 	if !ok {

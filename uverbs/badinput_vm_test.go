@@ -754,7 +754,7 @@ func (f *badFixture) qpAttr(t QPType) QPInitAttr {
 }
 
 func (f *badFixture) connectAttr() ConnectAttr {
-	return ConnectAttr{SGIDIndex: int(f.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite,
+	return ConnectAttr{SGIDIndex: f.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite,
 		Remote: Endpoint{QPN: f.rc.QPN(), GID: f.gid.GID}}
 }
 
@@ -852,7 +852,7 @@ func newBadFixture(t *testing.T) *badFixture {
 		return qp
 	}
 	loop := func(qp *QP) {
-		must(qp.Connect(ConnectAttr{SGIDIndex: int(f.gid.Index), Qkey: 0x11111111,
+		must(qp.Connect(ConnectAttr{SGIDIndex: f.gid.Index, Qkey: 0x11111111,
 			Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
 			Remote: Endpoint{QPN: qp.QPN(), GID: f.gid.GID}}))
 	}
@@ -865,7 +865,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	loop(f.closedQP)
 	must(f.closedQP.Close())
 
-	ahAttr := AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: uint8(f.gid.Index), HopLimit: 1}}
+	ahAttr := AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: f.gid.Index, HopLimit: 1}}
 	f.ah, err = f.pd.CreateAH(ahAttr)
 	must(err)
 	later(f.ah)

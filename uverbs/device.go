@@ -168,8 +168,8 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 	}
 	e := GIDEntry{
 		GID:   GID(g.GID),
-		Index: uint32(index),
-		Port:  uint32(port),
+		Index: index,
+		Port:  port,
 		Type:  GIDType(g.Type.Resolve(sysfs.LinkLayer(linkLayer))),
 	}
 	if g.Netdev != "" {

@@ -38,7 +38,7 @@ func connectedPair() (ctx *uverbs.Context, a, b *uverbs.QP, cq *uverbs.CQ, mr *u
 	a, b = newQP(), newQP()
 	rights := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 	for _, x := range [][2]*uverbs.QP{{a, b}, {b, a}} {
-		if err := x[0].Connect(uverbs.ConnectAttr{SGIDIndex: int(gid.Index), Access: rights,
+		if err := x[0].Connect(uverbs.ConnectAttr{SGIDIndex: gid.Index, Access: rights,
 			Remote: uverbs.Endpoint{QPN: x[1].QPN(), GID: gid.GID}}); err != nil {
 			log.Fatal(err)
 		}
@@ -150,12 +150,12 @@ func ExamplePD_CreateAH() {
 		log.Fatal(err)
 	}
 	const qkey = 0x11111111
-	if err := qp.Connect(uverbs.ConnectAttr{SGIDIndex: int(gid.Index), Qkey: qkey}); err != nil {
+	if err := qp.Connect(uverbs.ConnectAttr{SGIDIndex: gid.Index, Qkey: qkey}); err != nil {
 		log.Fatal(err)
 	}
 	// The peer's GID and QPN come from the peer; here, ourselves.
 	ah, err := pd.CreateAH(uverbs.AHAttr{PortNum: 1, IsGlobal: true,
-		GRH: uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: uint8(gid.Index), HopLimit: 1}})
+		GRH: uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: gid.Index, HopLimit: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}

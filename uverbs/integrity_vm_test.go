@@ -942,7 +942,7 @@ func TestRemoteAccessErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := aeNewSide(t, d), aeNewSide(t, d)
 			for _, x := range [][2]*aeSide{{a, b}, {b, a}} {
-				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Timeout: 18,
+				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Timeout: 18,
 					Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
 					Remote: Endpoint{QPN: x[1].qp.QPN(), GID: d.gid.GID}}); err != nil {
 					t.Fatal(err)
@@ -1114,7 +1114,7 @@ func TestCQResizeWhilePolling(t *testing.T) {
 	}
 	a, b := mk(), mk()
 	for _, p := range [][2]*QP{{a, b}, {b, a}} {
-		if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
+		if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,7 +76,7 @@ func udQP(t *testing.T, d *itDev, srq *SRQ) *QP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { qp.Close() })
-	if err := qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Qkey: udQkey, LocalPSN: 0x77}); err != nil {
+	if err := qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Qkey: udQkey, LocalPSN: 0x77}); err != nil {
 		t.Fatal(err)
 	}
 	return qp
@@ -100,7 +100,7 @@ func TestUDSendRecv(t *testing.T) {
 			}
 			mtu := pa.ActiveMTU.Bytes()
 			ah, err := path.from.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true,
-				GRH: GlobalRoute{DGID: path.to.gid.GID, SGIDIndex: uint8(path.from.gid.Index), HopLimit: 64}})
+				GRH: GlobalRoute{DGID: path.to.gid.GID, SGIDIndex: path.from.gid.Index, HopLimit: 64}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,7 +253,7 @@ func TestUDPostChecks(t *testing.T) {
 	d := itOpen(t, vmenv.RXE0)
 	s := udQP(t, d, nil)
 	m := udAlloc(t, d.pd, 4096, AccessLocalWrite)
-	ah, err := d.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d.gid.GID, SGIDIndex: uint8(d.gid.Index), HopLimit: 1}})
+	ah, err := d.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d.gid.GID, SGIDIndex: d.gid.Index, HopLimit: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestSRQSharedByTwoQPs(t *testing.T) {
 	}
 	s1, s2, r1, r2 := mk(false), mk(false), mk(true), mk(true)
 	for _, p := range [][2]*QP{{s1, r1}, {r1, s1}, {s2, r2}, {r2, s2}} {
-		if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
+		if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -424,7 +424,7 @@ func TestMemoryWindows(t *testing.T) {
 			s.qp = qp
 		}
 		for _, p := range [][2]*QP{{a.qp, b.qp}, {b.qp, a.qp}} {
-			if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessMWBind,
+			if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessMWBind,
 				Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 				t.Fatal(err)
 			}
@@ -587,7 +587,7 @@ func TestUDStaleAH(t *testing.T) {
 	s, r := udQP(t, d0, nil), udQP(t, d0, nil)
 	m := udAlloc(t, d0.pd, 4096, AccessLocalWrite)
 	attr := func(d *itDev) AHAttr {
-		return AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d0.gid.GID, SGIDIndex: uint8(d.gid.Index), HopLimit: 1}}
+		return AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d0.gid.GID, SGIDIndex: d.gid.Index, HopLimit: 1}}
 	}
 	closed, err := d0.pd.CreateAH(attr(d0))
 	if err != nil {
@@ -619,7 +619,7 @@ func TestUDStaleAH(t *testing.T) {
 				t.Errorf("PostSend accepted it: completions %+v, QP now %v; want the post refused", wcs[:k], a.State)
 				// Bring the QP back for the next case.
 				s.Modify(&QPAttr{State: QPStateReset}, QPAttrState)
-				if err := s.Connect(ConnectAttr{SGIDIndex: int(d0.gid.Index), Qkey: udQkey}); err != nil {
+				if err := s.Connect(ConnectAttr{SGIDIndex: d0.gid.Index, Qkey: udQkey}); err != nil {
 					t.Fatal(err)
 				}
 				return

@@ -115,7 +115,7 @@ func TestHardwareIntegrity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("port 1 of %s: %v", name, err)
 		}
-		gidIndex, gid = int(g.Index), g.GID
+		gidIndex, gid = g.Index, g.GID
 	}
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 	var sides [2]*hwSide
@@ -208,7 +208,7 @@ func TestHardwareEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca.SGIDIndex, ca.Remote.GID = int(g.Index), g.GID
+		ca.SGIDIndex, ca.Remote.GID = g.Index, g.GID
 	}
 	if err := qp.Connect(ca); err != nil { // to itself
 		t.Fatal(err)
