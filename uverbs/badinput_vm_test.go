@@ -160,6 +160,11 @@ import (
 //	MR.ReReg/nil PD
 //	MR.ReReg/closed PD
 //	MR.ReReg/PD of another context
+//	MR.ReReg/unknown access bits
+//	MR.ReRegBuffer/nil
+//	MR.ReRegBuffer/closed
+//	MR.ReRegBuffer/nil buffer
+//	MR.ReRegBuffer/outside the buffer
 //	MR.Close/nil
 //	MW.Close/nil
 //	AH.Close/nil
@@ -536,6 +541,11 @@ func badRows() []badRow {
 		{"MR.ReReg/PD of another context", unix.EINVAL, "PD belongs to another context", func(f *badFixture) (any, error) {
 			return errOnly(f.mr.ReReg(ReregPD, f.otherPD, 0))
 		}},
+		{"MR.ReReg/unknown access bits", unix.EINVAL, "unknown bits", func(f *badFixture) (any, error) { return errOnly(f.mr.ReReg(ReregAccess, nil, 1<<30)) }},
+		{"MR.ReRegBuffer/nil", unix.EINVAL, "nil MR", func(f *badFixture) (any, error) { return errOnly((*MR)(nil).ReRegBuffer(f.buf, 0, 64)) }},
+		{"MR.ReRegBuffer/closed", ErrClosed, "rereg_mr", func(f *badFixture) (any, error) { return errOnly(f.closedMR.ReRegBuffer(f.buf, 0, 64)) }},
+		{"MR.ReRegBuffer/nil buffer", unix.EINVAL, "nil buffer", func(f *badFixture) (any, error) { return errOnly(f.mr.ReRegBuffer(nil, 0, 64)) }},
+		{"MR.ReRegBuffer/outside the buffer", unix.EINVAL, "outside the", func(f *badFixture) (any, error) { return errOnly(f.mr.ReRegBuffer(f.buf, 8000, 4096)) }},
 		{"MR.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*MR)(nil).Close()) }},
 		{"MW.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*MW)(nil).Close()) }},
 		{"AH.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*AH)(nil).Close()) }},

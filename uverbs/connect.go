@@ -83,6 +83,9 @@ func (a *ConnectAttr) check() error {
 	if a.SGIDIndex < -1 || a.SGIDIndex > 255 {
 		return fmt.Errorf("uverbs: connect: SGIDIndex %d is outside -1..255: %w", a.SGIDIndex, unix.EINVAL)
 	}
+	if a.FlowLabel > 0xfffff {
+		return fmt.Errorf("uverbs: connect: FlowLabel %#x is wider than 20 bits: %w", a.FlowLabel, unix.EINVAL)
+	}
 	if a.MTU != 0 && a.MTU.Bytes() == 0 {
 		return fmt.Errorf("uverbs: connect: MTU %d is not an MTU: %w", a.MTU, unix.EINVAL)
 	}
@@ -91,6 +94,45 @@ func (a *ConnectAttr) check() error {
 			a.LocalPSN, a.Remote.PSN, a.Remote.QPN, unix.EINVAL)
 	}
 	return nil
+}
+
+// rtr is the RTR step's attributes for a QP of type typ.
+func (a *ConnectAttr) rtr(typ QPType, port uint8, mtu MTU) (QPAttr, QPAttrMask) {
+	rtr := QPAttr{State: QPStateRTR}
+	mask := QPAttrState
+	if typ == QPTypeUD {
+		return rtr, mask
+	}
+	rtr.PathMTU = mtu
+	rtr.DestQPN = a.Remote.QPN
+	rtr.RQPSN = a.Remote.PSN
+	rtr.AH = AHAttr{DLID: a.Remote.LID, SL: a.SL, PortNum: port}
+	if a.SGIDIndex >= 0 {
+		rtr.AH.IsGlobal = true
+		rtr.AH.GRH = GlobalRoute{DGID: a.Remote.GID, SGIDIndex: a.SGIDIndex, HopLimit: orDefault(a.HopLimit, 1),
+			TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel}
+	}
+	mask |= QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN
+	if typ == QPTypeRC {
+		rtr.MaxDestRdAtomic = orDefault(a.MaxDestRdAtomic, 1)
+		rtr.MinRNRTimer = a.tunable(a.MinRNRTimer, ExplicitMinRNRTimer, 12)
+		mask |= QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
+	}
+	return rtr, mask
+}
+
+// rts is the RTS step's attributes for a QP of type typ.
+func (a *ConnectAttr) rts(typ QPType) (QPAttr, QPAttrMask) {
+	rts := QPAttr{State: QPStateRTS, SQPSN: a.LocalPSN}
+	mask := QPAttrState | QPAttrSQPSN
+	if typ == QPTypeRC {
+		rts.Timeout = a.tunable(a.Timeout, ExplicitTimeout, 14)
+		rts.RetryCnt = a.tunable(a.RetryCnt, ExplicitRetryCnt, 7)
+		rts.RNRRetry = a.tunable(a.RNRRetry, ExplicitRNRRetry, 7)
+		rts.MaxRdAtomic = orDefault(a.MaxRdAtomic, 1)
+		mask |= QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic
+	}
+	return rts, mask
 }
 
 // Connect moves a RESET QP through INIT and RTR to RTS, connected to the
@@ -125,33 +167,17 @@ func (qp *QP) ReadyToReceive(a ConnectAttr) error {
 	if err := qp.Modify(&init, mask); err != nil {
 		return fmt.Errorf("uverbs: connect: to INIT: %w", err)
 	}
-	rtr := QPAttr{State: QPStateRTR}
-	mask = QPAttrState
+	var mtu MTU
 	if qp.typ != QPTypeUD {
-		mtu := a.MTU
-		if mtu == 0 {
+		if mtu = a.MTU; mtu == 0 {
 			pa, err := qp.pd.ctx.QueryPort(port)
 			if err != nil {
 				return fmt.Errorf("uverbs: connect: the port's active MTU: %w", err)
 			}
 			mtu = pa.ActiveMTU
 		}
-		rtr.PathMTU = mtu
-		rtr.DestQPN = a.Remote.QPN
-		rtr.RQPSN = a.Remote.PSN
-		rtr.AH = AHAttr{DLID: a.Remote.LID, SL: a.SL, PortNum: port}
-		if a.SGIDIndex >= 0 {
-			rtr.AH.IsGlobal = true
-			rtr.AH.GRH = GlobalRoute{DGID: a.Remote.GID, SGIDIndex: a.SGIDIndex, HopLimit: orDefault(a.HopLimit, 1),
-				TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel}
-		}
-		mask |= QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN
-		if qp.typ == QPTypeRC {
-			rtr.MaxDestRdAtomic = orDefault(a.MaxDestRdAtomic, 1)
-			rtr.MinRNRTimer = a.tunable(a.MinRNRTimer, ExplicitMinRNRTimer, 12)
-			mask |= QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
-		}
 	}
+	rtr, mask := a.rtr(qp.typ, port, mtu)
 	if err := qp.Modify(&rtr, mask); err != nil {
 		return fmt.Errorf("uverbs: connect: to RTR: %w", err)
 	}
@@ -167,15 +193,7 @@ func (qp *QP) ReadyToSend(a ConnectAttr) error {
 	if err := a.check(); err != nil {
 		return err
 	}
-	rts := QPAttr{State: QPStateRTS, SQPSN: a.LocalPSN}
-	mask := QPAttrState | QPAttrSQPSN
-	if qp.typ == QPTypeRC {
-		rts.Timeout = a.tunable(a.Timeout, ExplicitTimeout, 14)
-		rts.RetryCnt = a.tunable(a.RetryCnt, ExplicitRetryCnt, 7)
-		rts.RNRRetry = a.tunable(a.RNRRetry, ExplicitRNRRetry, 7)
-		rts.MaxRdAtomic = orDefault(a.MaxRdAtomic, 1)
-		mask |= QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic
-	}
+	rts, mask := a.rts(qp.typ)
 	if err := qp.Modify(&rts, mask); err != nil {
 		return fmt.Errorf("uverbs: connect: to RTS: %w", err)
 	}
