@@ -1,7 +1,7 @@
 package rdmanl
 
 // Netlink numbers used here, from <linux/netlink.h> and <rdma/rdma_netlink.h>
-// (values as listed in shared/reference/abi.md §1.2 and Appendix C.1). They
+// (the 6.1 UAPI headers, as Debian 12's linux-libc-dev ships them). They
 // are netlink, not uverbs, so they live here rather than in internal/abi.
 const (
 	NETLINK_RDMA = 20 // socket protocol
