@@ -120,6 +120,17 @@ func TestDataPathStrings(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("String() (-want +got):\n%s", diff)
 	}
+	// The providers' names (in their messages) are the same.
+	for o := WRRDMAWrite; o <= WRSendWithInv+1; o++ {
+		if o.String() != provider.WROpcode(o).String() {
+			t.Errorf("WROpcode %d: %q here, %q in the providers", uint32(o), o.String(), provider.WROpcode(o).String())
+		}
+	}
+	for s := WCSuccess; s <= WCGeneralErr; s++ {
+		if s.String() != provider.WCStatus(s).String() {
+			t.Errorf("WCStatus %d: %q here, %q in the providers", uint32(s), s.String(), provider.WCStatus(s).String())
+		}
+	}
 	for s := WCSuccess; s <= WCTMRndvIncomplete; s++ {
 		if s.String() == "unknown" {
 			t.Errorf("WCStatus %d has no name", uint32(s))

@@ -32,8 +32,10 @@ const (
 	WRSendWithInv       WROpcode = 9
 )
 
-var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
-	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
+// As uverbs.WROpcode.String (rdma-core's ibv_wr_opcode_str), for the
+// providers' messages; uverbs' TestDataPathStrings compares them.
+var wrOpcodeNames = [...]string{"rdma-write", "rdma-write-with-imm", "send", "send-with-imm", "rdma-read",
+	"atomic-cmp-and-swp", "atomic-fetch-and-add", "local-inv", "bind-mw", "send-with-inv"}
 
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
@@ -140,7 +142,7 @@ const (
 
 var wcStatusNames = [...]string{"success", "local length error", "local QP operation error",
 	"local EE context operation error", "local protection error", "Work Request Flushed Error",
-	"memory bind operation error", "bad response error", "local access error",
+	"memory management operation error", "bad response error", "local access error",
 	"remote invalid request error", "remote access error", "remote operation error",
 	"transport retry counter exceeded", "RNR retry counter exceeded", "local RDD violation error",
 	"remote invalid RD request", "aborted error", "invalid EE context number",
