@@ -11,7 +11,8 @@ import (
 )
 
 // The VM's rxe0: an RC QP's endpoint with its IPv4-mapped RoCE v2 GID, and
-// a 64 KiB MR.
+// a 64 KiB MR (the fuzz seeds are the bytes of such values as MarshalBinary
+// gave them on rxe0 and rxe1 under 6.12).
 var (
 	vmEndpoint = Endpoint{QPN: 0x11, PSN: 0x4d2, GID: GID(netip.MustParseAddr("::ffff:10.99.0.1").As16())}
 	vmRemote   = RemoteBuffer{Addr: 0x7f3a5c000000, Rkey: 0x1a2b, Length: 1 << 16}
