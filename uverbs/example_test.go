@@ -27,6 +27,17 @@ func ExampleOpen() {
 	fmt.Println(attr.FWVer, attr.NodeGUID, attr.PhysPortCnt, port.State, port.ActiveMTU, port.LinkLayer)
 }
 
+// List the devices this program can open.
+func ExampleDevices() {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range devs {
+		fmt.Println(d.Name, d.NodeGUID)
+	}
+}
+
 // Pick the GID RoCE traffic should use on port 1.
 func ExampleContext_RecommendedGID() {
 	dev, err := uverbs.Open("rxe0")

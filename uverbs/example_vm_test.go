@@ -32,7 +32,7 @@ func TestExamplesVM(t *testing.T) {
 			}
 		})
 	}
-	for _, run := range []func(){ExampleOpen, ExampleContext_RecommendedGID, ExamplePD_RegisterBuffer, ExampleCompChannel_Wait} {
+	for _, run := range []func(){ExampleDevices, ExampleOpen, ExampleContext_RecommendedGID, ExamplePD_RegisterBuffer, ExampleCompChannel_Wait} {
 		stdoutOf(t, run)
 	}
 }
