@@ -42,7 +42,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden
+.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden capture transcripts
 
 all: vmexec
 
@@ -83,6 +83,15 @@ unit-arm64:
 $(CAPTURE_SO): uverbs/testdata/capture/capture.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $<
+
+# capture builds the shim; vmtest adds it to the VM (-add) for
+# rdmacore_vm_test.go.
+capture: $(CAPTURE_SO)
+
+# transcripts records anew the command streams uverbs' unit tests replay
+# (uverbs/testdata/transcripts), on both kernels and both transports.
+transcripts: vmexec
+	uverbs/testdata/transcripts/record.sh
 
 # Every test binary boots its own VM (a few seconds each under TCG). -count=1
 # because go test's result cache knows neither the kernel nor the transport.

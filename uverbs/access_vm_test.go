@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -47,7 +46,7 @@ func TestLocalKeyOfAnotherPD(t *testing.T) {
 		wantRecv map[string]WCStatus
 	}{
 		{name: "send from an lkey of another PD", op: WRSend,
-			want: map[string]WCStatus{"6.1": provider.WCLocQPOpErr, "6.12": WCWRFlushErr},
+			want: map[string]WCStatus{"6.1": WCLocQPOpErr, "6.12": WCWRFlushErr},
 		},
 		{name: "RDMA read into an lkey of another PD", op: WRRDMARead,
 			want: map[string]WCStatus{"6.1": WCLocProtErr, "6.12": WCLocProtErr},
@@ -57,12 +56,12 @@ func TestLocalKeyOfAnotherPD(t *testing.T) {
 			// The spec's local protection error; rxe's responder fails
 			// the copy as a malformed receive WQE (RESPST_ERR_MALFORMED_WQE),
 			// which it completes as a local QP operation error.
-			wantRecv: map[string]WCStatus{"6.1": provider.WCLocQPOpErr, "6.12": provider.WCLocQPOpErr}},
+			wantRecv: map[string]WCStatus{"6.1": WCLocQPOpErr, "6.12": WCLocQPOpErr}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := aeNewSide(t, d), aeNewSide(t, d)
 			for _, x := range [][2]*aeSide{{a, b}, {b, a}} {
-				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Timeout: 18, RetryCnt: 1, RNRRetry: 1,
+				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Timeout: 18, RetryCnt: 1, RNRRetry: 1,
 					Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead,
 					Remote: Endpoint{QPN: x[1].qp.QPN(), GID: d.gid.GID}}); err != nil {
 					t.Fatal(err)

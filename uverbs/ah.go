@@ -15,10 +15,12 @@ import (
 
 // AH is an address handle: the destination of UD sends.
 type AH struct {
+	// prov is first: a work request's AH is read by the providers as a
+	// *provider.AHRef (TestDataPathLayout).
+	prov   provider.AH
 	pd     *PD
 	handle uint32
 	attr   AHAttr
-	prov   provider.AH
 
 	mu     sync.Mutex
 	closed bool
@@ -34,6 +36,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	}
 	if attr.PortNum == 0 {
 		return nil, fmt.Errorf("uverbs: create_ah: PortNum 0 is invalid; ports are numbered from 1: %w", unix.EINVAL)
+	}
+	if err := checkAHAttr("create_ah", &attr); err != nil {
+		return nil, err
 	}
 	c := pd.ctx
 	pc, ok := c.pctx.(provider.AHContext)
@@ -89,16 +94,6 @@ func (ah *AH) Attr() AHAttr { return ah.attr }
 
 // Handle returns the kernel's handle of the AH.
 func (ah *AH) Handle() uint32 { return ah.handle }
-
-// ProviderAH returns the provider's half of the AH, for its data path.
-// (It makes *AH the value of SendWR.AH.)
-func (ah *AH) ProviderAH() provider.AH {
-	if ah == nil {
-		// A nil *AH in a work request: the provider refuses the WR.
-		return nil
-	}
-	return ah.prov
-}
 
 // Close destroys the AH. Closing twice is a no-op.
 func (ah *AH) Close() error {

@@ -59,7 +59,7 @@ func (t AsyncEventType) String() string {
 type AsyncEvent struct {
 	Type AsyncEventType
 	// Port is set for port events.
-	Port int
+	Port uint8
 	// CQ is set for CQ events, QP for QP events (nil if the object is
 	// gone).
 	CQ *CQ
@@ -106,7 +106,7 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		c.fatalSent.Store(true)
 		c.deviceRemoved(unix.EIO)
 	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange, EventClientReregister, EventGIDChange:
-		ev.Port = int(desc.Element)
+		ev.Port = uint8(desc.Element)
 	}
 	return ev, nil
 }

@@ -92,7 +92,7 @@ func TestCQOverrunEvent(t *testing.T) {
 	defer qp.Close()
 	peer := p.f.qp(t, QPTypeRC)
 	for _, x := range [][2]*QP{{qp, peer}, {peer, qp}} {
-		if err := x[0].Connect(ConnectAttr{SGIDIndex: int(p.f.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite,
+		if err := x[0].Connect(ConnectAttr{SGIDIndex: p.f.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite,
 			Remote: Endpoint{QPN: x[1].QPN(), GID: p.f.gid.GID}}); err != nil {
 			t.Fatal(err)
 		}

@@ -160,6 +160,11 @@ import (
 //	MR.ReReg/nil PD
 //	MR.ReReg/closed PD
 //	MR.ReReg/PD of another context
+//	MR.ReReg/unknown access bits
+//	MR.ReRegBuffer/nil
+//	MR.ReRegBuffer/closed
+//	MR.ReRegBuffer/nil buffer
+//	MR.ReRegBuffer/outside the buffer
 //	MR.Close/nil
 //	MW.Close/nil
 //	AH.Close/nil
@@ -536,6 +541,11 @@ func badRows() []badRow {
 		{"MR.ReReg/PD of another context", unix.EINVAL, "PD belongs to another context", func(f *badFixture) (any, error) {
 			return errOnly(f.mr.ReReg(ReregPD, f.otherPD, 0))
 		}},
+		{"MR.ReReg/unknown access bits", unix.EINVAL, "unknown bits", func(f *badFixture) (any, error) { return errOnly(f.mr.ReReg(ReregAccess, nil, 1<<30)) }},
+		{"MR.ReRegBuffer/nil", unix.EINVAL, "nil MR", func(f *badFixture) (any, error) { return errOnly((*MR)(nil).ReRegBuffer(f.buf, 0, 64)) }},
+		{"MR.ReRegBuffer/closed", ErrClosed, "rereg_mr", func(f *badFixture) (any, error) { return errOnly(f.closedMR.ReRegBuffer(f.buf, 0, 64)) }},
+		{"MR.ReRegBuffer/nil buffer", unix.EINVAL, "nil buffer", func(f *badFixture) (any, error) { return errOnly(f.mr.ReRegBuffer(nil, 0, 64)) }},
+		{"MR.ReRegBuffer/outside the buffer", unix.EINVAL, "outside the", func(f *badFixture) (any, error) { return errOnly(f.mr.ReRegBuffer(f.buf, 8000, 4096)) }},
 		{"MR.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*MR)(nil).Close()) }},
 		{"MW.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*MW)(nil).Close()) }},
 		{"AH.Close/nil", nil, "", func(f *badFixture) (any, error) { return errOnly((*AH)(nil).Close()) }},
@@ -754,7 +764,7 @@ func (f *badFixture) qpAttr(t QPType) QPInitAttr {
 }
 
 func (f *badFixture) connectAttr() ConnectAttr {
-	return ConnectAttr{SGIDIndex: int(f.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite,
+	return ConnectAttr{SGIDIndex: f.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite,
 		Remote: Endpoint{QPN: f.rc.QPN(), GID: f.gid.GID}}
 }
 
@@ -852,7 +862,7 @@ func newBadFixture(t *testing.T) *badFixture {
 		return qp
 	}
 	loop := func(qp *QP) {
-		must(qp.Connect(ConnectAttr{SGIDIndex: int(f.gid.Index), Qkey: 0x11111111,
+		must(qp.Connect(ConnectAttr{SGIDIndex: f.gid.Index, Qkey: 0x11111111,
 			Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
 			Remote: Endpoint{QPN: qp.QPN(), GID: f.gid.GID}}))
 	}
@@ -865,7 +875,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	loop(f.closedQP)
 	must(f.closedQP.Close())
 
-	ahAttr := AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: uint8(f.gid.Index), HopLimit: 1}}
+	ahAttr := AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: f.gid.Index, HopLimit: 1}}
 	f.ah, err = f.pd.CreateAH(ahAttr)
 	must(err)
 	later(f.ah)

@@ -286,7 +286,7 @@ func newBenchPair(b *testing.B, sendWR, recvWR int) *benchPair {
 	}
 	p.a, p.b = mk(), mk()
 	for _, x := range [][2]*QP{{p.a, p.b}, {p.b, p.a}} {
-		if err := x[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite,
+		if err := x[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite,
 			Remote: Endpoint{QPN: x[1].QPN(), GID: d.gid.GID}}); err != nil {
 			b.Fatal(err)
 		}

@@ -76,3 +76,46 @@ func TestRequiredAttrsNamed(t *testing.T) {
 		t.Errorf("RC INIT->RTR requires %s, want %s", got, want)
 	}
 }
+
+// TestConnectAttrs: what each step of Connect asks of Modify, defaults
+// and options.
+func TestConnectAttrs(t *testing.T) {
+	peer := Endpoint{QPN: 0x22, PSN: 0x33, LID: 4, GID: gidOf("::ffff:10.99.0.2")}
+	defaults := ConnectAttr{SGIDIndex: 1, LocalPSN: 0x11, Remote: peer}
+	opts := ConnectAttr{SGIDIndex: 3, LocalPSN: 0x11, Remote: peer, SL: 5, HopLimit: 64, TrafficClass: 0x68, FlowLabel: 0xabcde,
+		Timeout: 0, RetryCnt: 0, RNRRetry: 0, MinRNRTimer: 0, MaxRdAtomic: 4, MaxDestRdAtomic: 8,
+		Explicit: ExplicitTimeout | ExplicitRetryCnt | ExplicitRNRRetry | ExplicitMinRNRTimer}
+	rtrMask := QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
+	rtsMask := QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic
+	for _, tc := range []struct {
+		name     string
+		a        ConnectAttr
+		typ      QPType
+		rtr, rts QPAttr
+		rtrMask  QPAttrMask
+		rtsMask  QPAttrMask
+	}{
+		{"RC defaults", defaults, QPTypeRC,
+			QPAttr{State: QPStateRTR, PathMTU: MTU4096, DestQPN: 0x22, RQPSN: 0x33, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				AH: AHAttr{DLID: 4, PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: peer.GID, SGIDIndex: 1, HopLimit: 1}}},
+			QPAttr{State: QPStateRTS, SQPSN: 0x11, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}, rtrMask, rtsMask},
+		{"RC options and explicit zeros", opts, QPTypeRC,
+			QPAttr{State: QPStateRTR, PathMTU: MTU4096, DestQPN: 0x22, RQPSN: 0x33, MaxDestRdAtomic: 8, MinRNRTimer: 0,
+				AH: AHAttr{DLID: 4, SL: 5, PortNum: 1, IsGlobal: true,
+					GRH: GlobalRoute{DGID: peer.GID, SGIDIndex: 3, HopLimit: 64, TrafficClass: 0x68, FlowLabel: 0xabcde}}},
+			QPAttr{State: QPStateRTS, SQPSN: 0x11, MaxRdAtomic: 4}, rtrMask, rtsMask},
+		{"UC without a GRH", ConnectAttr{SGIDIndex: -1, Remote: peer}, QPTypeUC,
+			QPAttr{State: QPStateRTR, PathMTU: MTU4096, DestQPN: 0x22, RQPSN: 0x33, AH: AHAttr{DLID: 4, PortNum: 1}},
+			QPAttr{State: QPStateRTS}, QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN, QPAttrState | QPAttrSQPSN},
+		{"UD", defaults, QPTypeUD, QPAttr{State: QPStateRTR}, QPAttr{State: QPStateRTS, SQPSN: 0x11}, QPAttrState, QPAttrState | QPAttrSQPSN},
+	} {
+		rtr, rm := tc.a.rtr(tc.typ, 1, MTU4096)
+		rts, sm := tc.a.rts(tc.typ)
+		if diff := cmp.Diff(tc.rtr, rtr); diff != "" || rm != tc.rtrMask {
+			t.Errorf("%s: RTR mask %v, want %v (-want +got):\n%s", tc.name, rm, tc.rtrMask, diff)
+		}
+		if diff := cmp.Diff(tc.rts, rts); diff != "" || sm != tc.rtsMask {
+			t.Errorf("%s: RTS mask %v, want %v (-want +got):\n%s", tc.name, sm, tc.rtsMask, diff)
+		}
+	}
+}

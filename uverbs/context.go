@@ -7,6 +7,42 @@
 // (WithTransport does the same per context) and GOVERBS_TRACE=1 logs every
 // command to stderr.
 //
+// # A program
+//
+//	dev, _ := uverbs.Open("rxe0")          // uverbs.Devices lists the names
+//	pd, _ := dev.AllocPD()
+//	ch, _ := dev.NewCompChannel()
+//	cq, _ := dev.CreateCQ(64, &uverbs.CQOptions{Channel: ch})
+//	qp, _ := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: ...})
+//	mr, _ := pd.RegisterBuffer(buf, 0, buf.Len(), access)
+//	// exchange qp's Endpoint and mr's RemoteBuffer with the peer (MarshalBinary)
+//	qp.Connect(uverbs.ConnectAttr{SGIDIndex: gid.Index, Access: access, Remote: peer})
+//	qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGL: sgl, RemoteAddr: rb.Addr, Rkey: rb.Rkey}})
+//	n, _ := cq.Wait(ctx, wcs)              // then wcs[i].Err()
+//
+// The examples of QP.PostSend, QP.Connect (two processes over TCP) and
+// PD.CreateAH (UD) are whole programs.
+//
+// # Names and numbers
+//
+// Context is the open device, ibv_context in the verbs; the name stays the
+// verbs' own although Go's context.Context sits beside it in the blocking
+// calls (CQ.Wait, CompChannel.Wait, WaitAsyncEvent): programs call the
+// value dev, as the examples do, and ctx the context.Context.
+//
+// Integer types follow one rule. A port number is a uint8, as the ABI has
+// it (ports count from 1). Indexes into a table (the GID index, the P_Key
+// index) are int, checked against the ABI's width (GID index 0..255,
+// P_Key index 0..65535) when a call sends them. Addresses (Buffer.Addr,
+// MR.Addr, MR.IOVA, SGE.Addr, RemoteBuffer.Addr) are uint64, whatever the
+// pointer width. Sizes and offsets of memory the program holds (AllocBuffer,
+// RegisterBuffer, Buffer.Len, MR.Len, MR.SGE) and counts it asks for
+// (CreateCQ) are int. Keys, QPNs, PSNs and queue capacities are the ABI's
+// uint32. The data path structs (SGE, SendWR, RecvWR, WC) and the wire
+// forms (Endpoint, RemoteBuffer) carry each field at the width the device
+// or the peer uses (SGE.Length uint32, WC.PkeyIndex uint16,
+// RemoteBuffer.Length uint64), since they are handed over as they are.
+//
 // # Goroutines
 //
 // Every object may be shared between goroutines; what may run at once:

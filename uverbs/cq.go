@@ -162,6 +162,8 @@ type CQ struct {
 	eventsGot atomic.Uint32
 	eventsAck atomic.Uint32
 
+	waiting chan struct{} // one Wait at a time (a token, so waiting honours ctx)
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -203,7 +205,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		}
 		return nil, fmt.Errorf("uverbs: create_cq: %s provider: %w", c.prov.Name(), err)
 	}
-	cq := &CQ{ctx: c, id: c.nextID.Add(1), channel: o.Channel, prov: pcq}
+	cq := &CQ{ctx: c, id: c.nextID.Add(1), channel: o.Channel, prov: pcq, waiting: make(chan struct{}, 1)}
 	handle, got, err := c.createCQ(cq.id, cqe, o, pcq)
 	if err == nil {
 		cq.handle, cq.capacity = handle, got
@@ -335,6 +337,64 @@ func (cq *CQ) Resize(cqe int) error {
 	cq.capacity = int(resp.CQE)
 	cq.mu.Unlock()
 	return nil
+}
+
+// Wait moves up to len(wcs) completions into wcs, waiting until there is
+// at least one or ctx ends, and returns how many. It is the loop every
+// event-driven program writes, done race-free: poll; arm the CQ
+// (RequestNotify); poll again, since a completion that came before the arm
+// raises no event; wait on the channel, parked on the Go netpoller with no
+// thread held; acknowledge the event; repeat. The completions' statuses are
+// the caller's to check (WC.Err).
+//
+// The CQ needs a completion channel of its own (CQOptions.Channel, shared
+// with no other CQ): events of another CQ would be taken from it. Calls on
+// one CQ take turns; do not mix Wait with CompChannel.Wait on its channel.
+// Poll stays the way to busy-poll.
+func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
+	if cq == nil {
+		return 0, errNilCQ
+	}
+	if len(wcs) == 0 {
+		return 0, fmt.Errorf("uverbs: CQ.Wait: no room for a completion (len(wcs) is 0): %w", unix.EINVAL)
+	}
+	ch := cq.channel
+	if ch == nil {
+		return 0, fmt.Errorf("uverbs: CQ.Wait: CQ %d was created without a completion channel (CQOptions.Channel): %w", cq.handle, unix.EINVAL)
+	}
+	ch.mu.Lock()
+	shared := ch.attached
+	ch.mu.Unlock()
+	if shared > 1 {
+		return 0, fmt.Errorf("uverbs: CQ.Wait: CQ %d shares its completion channel with %d other CQ(s); use CompChannel.Wait: %w", cq.handle, shared-1, unix.EINVAL)
+	}
+	select {
+	case cq.waiting <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("uverbs: CQ.Wait: %w", ctx.Err())
+	}
+	defer func() { <-cq.waiting }()
+	for {
+		if n, err := cq.Poll(wcs); n > 0 || err != nil {
+			return n, err
+		}
+		if err := cq.RequestNotify(false); err != nil {
+			return 0, fmt.Errorf("uverbs: CQ.Wait: %w", err)
+		}
+		if n, err := cq.Poll(wcs); n > 0 || err != nil {
+			// Armed with nothing to wait for: the event this arm raises
+			// later is taken (and acknowledged) by the next Wait.
+			return n, err
+		}
+		got, err := ch.Wait(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("uverbs: CQ.Wait: %w", err)
+		}
+		got.AckEvents(1)
+		if got != cq {
+			return 0, fmt.Errorf("uverbs: CQ.Wait: an event of CQ %d on CQ %d's channel: %w", got.handle, cq.handle, unix.EINVAL)
+		}
+	}
 }
 
 // AckEvents acknowledges n completion events received from Wait.

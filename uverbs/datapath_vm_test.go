@@ -29,7 +29,7 @@ func newRCPair(t *testing.T, tr Transport, typ QPType) *rcPair {
 	for _, x := range []struct {
 		qp, peer *QP
 	}{{p.a, p.b}, {p.b, p.a}} {
-		if err := x.qp.Connect(ConnectAttr{SGIDIndex: int(f.gid.Index), Qkey: 0x11111111, LocalPSN: 7,
+		if err := x.qp.Connect(ConnectAttr{SGIDIndex: f.gid.Index, Qkey: 0x11111111, LocalPSN: 7,
 			Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
 			Remote: Endpoint{QPN: x.peer.QPN(), PSN: 7, GID: f.gid.GID}}); err != nil {
 			t.Fatal(err)
@@ -246,7 +246,7 @@ func TestCompletionEvent(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	for _, x := range [][2]*QP{{a, b}, {b, a}} {
-		if err := x[0].Connect(ConnectAttr{SGIDIndex: int(gid.Index), Remote: Endpoint{QPN: x[1].QPN(), GID: gid.GID}}); err != nil {
+		if err := x[0].Connect(ConnectAttr{SGIDIndex: gid.Index, Remote: Endpoint{QPN: x[1].QPN(), GID: gid.GID}}); err != nil {
 			t.Fatal(err)
 		}
 	}

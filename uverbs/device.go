@@ -77,6 +77,26 @@ func portNumbers(root, name string) ([]int, error) {
 	return ports, nil
 }
 
+// Devices lists the RDMA devices this program can open, in rdma-core's
+// order: those sysfs shows usable (a uverbs node the caller may open, an
+// ABI rdma-core speaks) and driven by a provider linked into the program.
+// Pass a device's Name to Open. sysfs.New("/").AllDevices lists every
+// device with the reason it cannot be used, and CheckProvider says why a
+// device has no provider.
+func Devices() ([]sysfs.Device, error) {
+	all, err := sysfs.New("/").Devices()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: devices: %w", err)
+	}
+	var usable []sysfs.Device
+	for _, d := range all {
+		if CheckProvider(d) == nil {
+			usable = append(usable, d)
+		}
+	}
+	return usable, nil
+}
+
 // CheckProvider reports why Open would find no usable provider for the
 // device d (none linked in, none exists, or its uverbs ABI is outside the
 // provider's range), or nil. Tools that list devices use it to tell which
@@ -148,8 +168,8 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 	}
 	e := GIDEntry{
 		GID:   GID(g.GID),
-		Index: uint32(index),
-		Port:  uint32(port),
+		Index: index,
+		Port:  port,
 		Type:  GIDType(g.Type.Resolve(sysfs.LinkLayer(linkLayer))),
 	}
 	if g.Netdev != "" {

@@ -1,9 +1,11 @@
 package uverbs_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -11,19 +13,19 @@ import (
 // connectedPair opens rxe0, makes two RC QPs on one CQ, connects them to
 // each other (loopback) and registers a buffer. Real programs exchange
 // uverbs.Endpoint values with their peer instead, e.g. over TCP.
-func connectedPair() (ctx *uverbs.Context, a, b *uverbs.QP, cq *uverbs.CQ, mr *uverbs.MR) {
-	ctx, err := uverbs.Open("rxe0")
+func connectedPair() (dev *uverbs.Context, a, b *uverbs.QP, cq *uverbs.CQ, mr *uverbs.MR) {
+	dev, err := uverbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	pd, err := ctx.AllocPD()
+	pd, err := dev.AllocPD()
 	if err != nil {
 		log.Fatal(err)
 	}
-	if cq, err = ctx.CreateCQ(64, nil); err != nil {
+	if cq, err = dev.CreateCQ(64, nil); err != nil {
 		log.Fatal(err)
 	}
-	gid, err := ctx.RecommendedGID(1)
+	gid, err := dev.RecommendedGID(1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func connectedPair() (ctx *uverbs.Context, a, b *uverbs.QP, cq *uverbs.CQ, mr *u
 	a, b = newQP(), newQP()
 	rights := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 	for _, x := range [][2]*uverbs.QP{{a, b}, {b, a}} {
-		if err := x[0].Connect(uverbs.ConnectAttr{SGIDIndex: int(gid.Index), Access: rights,
+		if err := x[0].Connect(uverbs.ConnectAttr{SGIDIndex: gid.Index, Access: rights,
 			Remote: uverbs.Endpoint{QPN: x[1].QPN(), GID: gid.GID}}); err != nil {
 			log.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func connectedPair() (ctx *uverbs.Context, a, b *uverbs.QP, cq *uverbs.CQ, mr *u
 	if mr, err = pd.RegisterBuffer(buf, 0, buf.Len(), rights); err != nil {
 		log.Fatal(err)
 	}
-	return ctx, a, b, cq, mr
+	return dev, a, b, cq, mr
 }
 
 // wait busy-polls for n completions and fails on an error status.
@@ -62,8 +64,8 @@ func wait(cq *uverbs.CQ, n int) {
 			log.Fatal(err)
 		}
 		for _, wc := range wcs[:got] {
-			if wc.Status != uverbs.WCSuccess {
-				log.Fatalf("work request %d: %v", wc.ID, wc.Status)
+			if err := wc.Err(); err != nil {
+				log.Fatal(err)
 			}
 		}
 		n -= got
@@ -72,8 +74,8 @@ func wait(cq *uverbs.CQ, n int) {
 
 // Send a message into a posted receive buffer.
 func ExampleQP_PostSend_send() {
-	ctx, a, b, cq, mr := connectedPair()
-	defer ctx.Close()
+	dev, a, b, cq, mr := connectedPair()
+	defer dev.Close()
 	copy(mr.Bytes(), "ping")
 	err := b.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{{Addr: mr.Addr() + 4096, Length: 64, Lkey: mr.Lkey()}}}})
 	if err != nil {
@@ -90,8 +92,8 @@ func ExampleQP_PostSend_send() {
 
 // Write to and read from the peer's memory, two requests, one doorbell.
 func ExampleQP_PostSend_rdma() {
-	ctx, a, _, cq, mr := connectedPair()
-	defer ctx.Close()
+	dev, a, _, cq, mr := connectedPair()
+	defer dev.Close()
 	copy(mr.Bytes(), "remote")
 	err := a.PostSend([]uverbs.SendWR{
 		{ID: 1, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{{Addr: mr.Addr(), Length: 6, Lkey: mr.Lkey()}},
@@ -108,8 +110,8 @@ func ExampleQP_PostSend_rdma() {
 
 // Fetch-and-add and compare-and-swap on a remote 64-bit word.
 func ExampleQP_PostSend_atomics() {
-	ctx, a, _, cq, mr := connectedPair()
-	defer ctx.Close()
+	dev, a, _, cq, mr := connectedPair()
+	defer dev.Close()
 	mem := mr.Bytes()
 	binary.LittleEndian.PutUint64(mem[1024:], 40)
 	err := a.PostSend([]uverbs.SendWR{
@@ -125,58 +127,96 @@ func ExampleQP_PostSend_atomics() {
 	fmt.Println(binary.LittleEndian.Uint64(mem), binary.LittleEndian.Uint64(mem[8:]), binary.LittleEndian.Uint64(mem[1024:]))
 }
 
-// Send a datagram on a UD QP through an address handle.
-func ExamplePD_CreateAH() {
-	ctx, err := uverbs.Open("rxe0")
+// udSide is one end of the UD example: a UD QP on its own device with a
+// CQ and a registered page.
+type udSide struct {
+	qp  *uverbs.QP
+	cq  *uverbs.CQ
+	mr  *uverbs.MR
+	pd  *uverbs.PD
+	gid uverbs.GIDEntry
+}
+
+const udQkey = 0x11111111
+
+func openUD(dev *uverbs.Context) udSide {
+	var s udSide
+	var err error
+	if s.pd, err = dev.AllocPD(); err != nil {
+		log.Fatal(err)
+	}
+	ch, err := dev.NewCompChannel()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	pd, err := ctx.AllocPD()
+	if s.cq, err = dev.CreateCQ(16, &uverbs.CQOptions{Channel: ch}); err != nil {
+		log.Fatal(err)
+	}
+	s.qp, err = s.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: uverbs.QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	cq, err := ctx.CreateCQ(16, nil)
-	if err != nil {
+	if s.gid, err = dev.RecommendedGID(1); err != nil {
 		log.Fatal(err)
 	}
-	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: cq, RecvCQ: cq,
-		Cap: uverbs.QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	gid, err := ctx.RecommendedGID(1)
-	if err != nil {
-		log.Fatal(err)
-	}
-	const qkey = 0x11111111
-	if err := qp.Connect(uverbs.ConnectAttr{SGIDIndex: int(gid.Index), Qkey: qkey}); err != nil {
-		log.Fatal(err)
-	}
-	// The peer's GID and QPN come from the peer; here, ourselves.
-	ah, err := pd.CreateAH(uverbs.AHAttr{PortNum: 1, IsGlobal: true,
-		GRH: uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: uint8(gid.Index), HopLimit: 1}})
-	if err != nil {
+	// UD needs no peer to connect: INIT, RTR, RTS with the Q_Key.
+	if err := s.qp.Connect(uverbs.ConnectAttr{SGIDIndex: s.gid.Index, Qkey: udQkey}); err != nil {
 		log.Fatal(err)
 	}
 	buf, err := uverbs.AllocBuffer(4096)
 	if err != nil {
 		log.Fatal(err)
 	}
-	mr, err := pd.RegisterBuffer(buf, 0, buf.Len(), uverbs.AccessLocalWrite)
+	if s.mr, err = s.pd.RegisterBuffer(buf, 0, buf.Len(), uverbs.AccessLocalWrite); err != nil {
+		log.Fatal(err)
+	}
+	return s
+}
+
+// Send a datagram from a UD QP on rxe0 to one on rxe1 through an address
+// handle. The receiver's QPN and GID (its Endpoint) would come from it out
+// of band; a UD receive buffer starts with the 40-byte GRH.
+func ExamplePD_CreateAH() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dev0, err := uverbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	// A UD receive buffer starts with the 40-byte GRH.
-	if err := qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{{Addr: mr.Addr() + 1024, Length: 40 + 64, Lkey: mr.Lkey()}}}}); err != nil {
-		log.Fatal(err)
-	}
-	copy(buf.Bytes(), "datagram")
-	err = qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
-		SGL: []uverbs.SGE{{Addr: mr.Addr(), Length: 8}}, AH: ah, RemoteQPN: qp.QPN(), RemoteQkey: qkey}})
+	defer dev0.Close()
+	dev1, err := uverbs.Open("rxe1")
 	if err != nil {
 		log.Fatal(err)
 	}
-	wait(cq, 2)
-	fmt.Printf("%s\n", buf.Bytes()[1024+40:1024+48])
+	defer dev1.Close()
+	from, to := openUD(dev0), openUD(dev1)
+	peer := uverbs.Endpoint{QPN: to.qp.QPN(), GID: to.gid.GID}
+
+	into, _ := to.mr.SGE(0, 40+64)
+	if err := to.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{into}}}); err != nil {
+		log.Fatal(err)
+	}
+	ah, err := from.pd.CreateAH(uverbs.AHAttr{PortNum: 1, IsGlobal: true,
+		GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: from.gid.Index, HopLimit: 1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg, _ := from.mr.SGE(0, copy(from.mr.Bytes(), "datagram"))
+	err = from.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{msg}, AH: ah, RemoteQPN: peer.QPN, RemoteQkey: udQkey}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var wcs [1]uverbs.WC
+	for _, s := range []udSide{from, to} {
+		if _, err := s.cq.Wait(ctx, wcs[:]); err != nil {
+			log.Fatal(err)
+		}
+		if err := wcs[0].Err(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	got := to.mr.Bytes()[40:wcs[0].ByteLen]
+	fmt.Printf("%s (from the sender: %v)\n", got, wcs[0].SrcQP == from.qp.QPN())
 }

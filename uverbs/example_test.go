@@ -11,30 +11,41 @@ import (
 
 // Open a device and print what ibv_devinfo would.
 func ExampleOpen() {
-	ctx, err := uverbs.Open("rxe0")
+	dev, err := uverbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	attr, err := ctx.QueryDevice()
+	defer dev.Close()
+	attr, err := dev.QueryDevice()
 	if err != nil {
 		log.Fatal(err)
 	}
-	port, err := ctx.QueryPort(1)
+	port, err := dev.QueryPort(1)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(attr.FWVer, attr.NodeGUID, attr.PhysPortCnt, port.State, port.ActiveMTU, port.LinkLayer)
 }
 
-// Pick the GID RoCE traffic should use on port 1.
-func ExampleContext_RecommendedGID() {
-	ctx, err := uverbs.Open("rxe0")
+// List the devices this program can open.
+func ExampleDevices() {
+	devs, err := uverbs.Devices()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	g, err := ctx.RecommendedGID(1)
+	for _, d := range devs {
+		fmt.Println(d.Name, d.NodeGUID)
+	}
+}
+
+// Pick the GID RoCE traffic should use on port 1.
+func ExampleContext_RecommendedGID() {
+	dev, err := uverbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	g, err := dev.RecommendedGID(1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -43,12 +54,12 @@ func ExampleContext_RecommendedGID() {
 
 // Register memory the garbage collector never moves or frees.
 func ExamplePD_RegisterBuffer() {
-	ctx, err := uverbs.Open("rxe0")
+	dev, err := uverbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	pd, err := ctx.AllocPD()
+	defer dev.Close()
+	pd, err := dev.AllocPD()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,17 +79,17 @@ func ExamplePD_RegisterBuffer() {
 
 // Wait for completion events without tying up an OS thread.
 func ExampleCompChannel_Wait() {
-	ctx, err := uverbs.Open("rxe0")
+	dev, err := uverbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	ch, err := ctx.NewCompChannel()
+	defer dev.Close()
+	ch, err := dev.NewCompChannel()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ch.Close()
-	cq, err := ctx.CreateCQ(256, &uverbs.CQOptions{Channel: ch})
+	cq, err := dev.CreateCQ(256, &uverbs.CQOptions{Channel: ch})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func (e *faultEndpoint) endpoint() Endpoint {
 // (timeout 14) and 2 retries, so a lost peer surfaces in well under a
 // second.
 func faultConnect(a *faultEndpoint, remote Endpoint) error {
-	return a.qp.Connect(ConnectAttr{SGIDIndex: int(a.gid.Index), LocalPSN: 0x100, Timeout: 14, RetryCnt: 2, RNRRetry: 2,
+	return a.qp.Connect(ConnectAttr{SGIDIndex: a.gid.Index, LocalPSN: 0x100, Timeout: 14, RetryCnt: 2, RNRRetry: 2,
 		Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead, Remote: remote})
 }
 

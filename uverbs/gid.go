@@ -152,8 +152,8 @@ func (c *Context) checkPort(verb string, port uint8) error {
 func gidEntry(e *abi.GIDEntry) GIDEntry {
 	return GIDEntry{
 		GID:           *(*GID)(unsafe.Pointer(&e.GID)),
-		Index:         e.GIDIndex,
-		Port:          e.PortNum,
+		Index:         int(e.GIDIndex),
+		Port:          uint8(e.PortNum),
 		Type:          GIDType(e.GIDType),
 		NetdevIfindex: e.NetdevIfindex,
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -927,10 +926,10 @@ func TestRemoteAccessErrors(t *testing.T) {
 		// failed WQE itself with WR_FLUSH_ERR (flush_send_wqe ignores
 		// wqe->status), so the cause is lost. Both are the kernel's doing:
 		// the CQE is copied as the kernel wrote it.
-		{"send from a bad lkey", WRSend, aeMR(AccessLocalWrite, 0, page, 0), provider.WCLocProtErr, func(t *testing.T, a *aeSide) SGE {
+		{"send from a bad lkey", WRSend, aeMR(AccessLocalWrite, 0, page, 0), WCLocProtErr, func(t *testing.T, a *aeSide) SGE {
 			return SGE{Addr: a.mr.Addr(), Length: 16, Lkey: a.mr.Lkey() ^ 0x80}
-		}, map[string]WCStatus{"6.1": provider.WCLocQPOpErr, "6.12": WCWRFlushErr}},
-		{"read into an MR without LOCAL_WRITE", WRRDMARead, aeMR(AccessLocalWrite|AccessRemoteRead, page, page, 0), provider.WCLocProtErr,
+		}, map[string]WCStatus{"6.1": WCLocQPOpErr, "6.12": WCWRFlushErr}},
+		{"read into an MR without LOCAL_WRITE", WRRDMARead, aeMR(AccessLocalWrite|AccessRemoteRead, page, page, 0), WCLocProtErr,
 			func(t *testing.T, a *aeSide) SGE {
 				mr, err := a.qp.pd.RegisterBuffer(a.buf, 2*page, page, AccessRemoteRead)
 				if err != nil {
@@ -943,7 +942,7 @@ func TestRemoteAccessErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := aeNewSide(t, d), aeNewSide(t, d)
 			for _, x := range [][2]*aeSide{{a, b}, {b, a}} {
-				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Timeout: 18,
+				if err := x[0].qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Timeout: 18,
 					Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic,
 					Remote: Endpoint{QPN: x[1].qp.QPN(), GID: d.gid.GID}}); err != nil {
 					t.Fatal(err)
@@ -1115,7 +1114,7 @@ func TestCQResizeWhilePolling(t *testing.T) {
 	}
 	a, b := mk(), mk()
 	for _, p := range [][2]*QP{{a, b}, {b, a}} {
-		if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
+		if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -173,7 +173,7 @@ func TestLoadManyQPs(t *testing.T) {
 		} {
 			// RNR retry 7 is "retry forever": a sender outrunning its
 			// receiver's re-posts waits instead of failing.
-			if err := x.qp.Connect(ConnectAttr{SGIDIndex: int(x.lc.gid.Index), LocalPSN: 1, Timeout: 18, RNRRetry: 7, MinRNRTimer: 1,
+			if err := x.qp.Connect(ConnectAttr{SGIDIndex: x.lc.gid.Index, LocalPSN: 1, Timeout: 18, RNRRetry: 7, MinRNRTimer: 1,
 				Access: AccessLocalWrite, Remote: x.remote}); err != nil {
 				t.Fatal(err)
 			}

@@ -56,12 +56,12 @@ func (b *Buffer) Bytes() []byte {
 func (b *Buffer) Len() int { return len(b.Bytes()) }
 
 // Addr returns the address of the first byte (0 after Close).
-func (b *Buffer) Addr() uintptr {
+func (b *Buffer) Addr() uint64 {
 	m := b.Bytes()
 	if m == nil {
 		return 0
 	}
-	return uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(m))))
 }
 
 // Close unmaps the buffer. It fails with ErrBusy while an MR registers it,

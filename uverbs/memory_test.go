@@ -11,7 +11,7 @@ func TestAllocBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Len() != 100 || b.Addr()%uintptr(os.Getpagesize()) != 0 {
+	if b.Len() != 100 || b.Addr()%uint64(os.Getpagesize()) != 0 {
 		t.Errorf("len %d addr %#x: want 100 bytes, page aligned", b.Len(), b.Addr())
 	}
 	for i, v := range b.Bytes() {

@@ -129,21 +129,33 @@ func (pd *PD) RegisterPinned(mem []byte, access Access) (*MR, error) {
 	return mr, nil
 }
 
-func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
+// checkMRAccess refuses what the kernel would refuse with a bare EINVAL.
+func checkMRAccess(verb string, access Access) error {
 	if access&^accessKnown != 0 {
-		return nil, fmt.Errorf("uverbs: reg_mr: access %v has unknown bits: %w", access, unix.EINVAL)
+		return fmt.Errorf("uverbs: %s: access %v has unknown bits: %w", verb, access, unix.EINVAL)
 	}
 	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
 		// The kernel says EINVAL; say why first.
-		return nil, fmt.Errorf("uverbs: reg_mr: access %v: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE: %w", access, unix.EINVAL)
+		return fmt.Errorf("uverbs: %s: access %v: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE: %w", verb, access, unix.EINVAL)
+	}
+	return nil
+}
+
+// sentAccess drops the optional bits a kernel that does not promise to
+// ignore unknown ones must not see, as rdma-core does.
+func (c *Context) sentAccess(access Access) Access {
+	if c.coreSupport&abi.CoreSupportOptionalMRAccess == 0 {
+		return access &^ accessOptionalRange
+	}
+	return access
+}
+
+func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
+	if err := checkMRAccess("reg_mr", access); err != nil {
+		return nil, err
 	}
 	c := pd.ctx
-	sent := access
-	if c.coreSupport&abi.CoreSupportOptionalMRAccess == 0 {
-		// As rdma-core: a kernel that does not promise to ignore unknown
-		// optional bits gets none.
-		sent &^= accessOptionalRange
-	}
+	sent := c.sentAccess(access)
 	req := abi.RegMR{
 		Start:       uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))),
 		Length:      uint64(len(mem)),

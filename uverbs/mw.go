@@ -1,8 +1,10 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -84,17 +86,21 @@ func (mw *MW) Close() error {
 
 // Rereg flags say what ReReg changes (IBV_REREG_MR_CHANGE_*).
 const (
-	ReregTranslation = 1 << 0
+	ReregTranslation = 1 << 0 // the memory: see ReRegBuffer
 	ReregPD          = 1 << 1
 	ReregAccess      = 1 << 2
 )
 
 // ReReg changes the MR's access rights (ReregAccess) or PD (ReregPD) in
-// place, keeping its memory. Providers and kernels without rereg (rxe) give
-// an error matching ErrNotSupported.
+// place, keeping its memory; the keys the kernel answers replace the old
+// ones (rxe keeps them). ReRegBuffer changes the memory. Where the kernel
+// or its driver does not make the change, the error matches
+// ErrNotSupported and names what was refused: Linux 6.1's rxe has no
+// rereg at all, 6.12's changes PD and access but not the memory. Do not
+// post work requests naming the MR while it is re-registered.
 func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 	if flags == 0 || flags&^(ReregPD|ReregAccess) != 0 {
-		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess: %w", flags, unix.EINVAL)
+		return fmt.Errorf("uverbs: rereg_mr: flags %#x: want ReregPD and/or ReregAccess (ReRegBuffer changes the memory): %w", flags, unix.EINVAL)
 	}
 	if mr == nil {
 		return errNilMR
@@ -116,13 +122,13 @@ func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 		req.PDHandle = pd.handle
 	}
 	if flags&ReregAccess != 0 {
-		req.AccessFlags = uint32(access)
+		if err := checkMRAccess("rereg_mr", access); err != nil {
+			return err
+		}
+		req.AccessFlags = uint32(c.sentAccess(access))
 	}
-	var resp abi.ReregMRResp
-	if err := c.conn.Write("rereg_mr", &transport.Write{
-		Cmd: abi.CmdReregMR, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req)),
-		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
-	}); err != nil {
+	resp, err := mr.rereg(&req)
+	if err != nil {
 		return err
 	}
 	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
@@ -133,6 +139,72 @@ func (mr *MR) ReReg(flags int, pd *PD, access Access) error {
 		mr.access = access
 	}
 	return nil
+}
+
+// ReRegBuffer moves the MR to length bytes of b from offset off
+// (IBV_REREG_MR_CHANGE_TRANSLATION), keeping its PD and access rights;
+// the device addresses them at their virtual address, as RegisterBuffer
+// does. The memory registered before is released (its buffer may be
+// closed, its pin dropped) once the kernel took the change. rxe does not
+// change an MR's memory (ErrNotSupported, named); close the MR and
+// register anew there.
+func (mr *MR) ReRegBuffer(b *Buffer, off, length int) error {
+	if mr == nil {
+		return errNilMR
+	}
+	if b == nil {
+		return fmt.Errorf("uverbs: rereg_mr: nil buffer: %w", unix.EINVAL)
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.closed {
+		return fmt.Errorf("uverbs: rereg_mr: %w", ErrClosed)
+	}
+	mem, err := b.hold(off, length)
+	if err != nil {
+		return fmt.Errorf("uverbs: rereg_mr: %w", err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
+	req := abi.ReregMR{MRHandle: mr.handle, Flags: ReregTranslation, Start: addr, Length: uint64(length), HCAVA: addr}
+	resp, err := mr.rereg(&req)
+	if err != nil {
+		b.release()
+		return err
+	}
+	if mr.buf != nil {
+		mr.buf.release()
+	}
+	if mr.pinner != nil {
+		mr.pinner.Unpin()
+		mr.pinner = nil
+	}
+	mr.buf, mr.mem, mr.iova = b, mem, addr
+	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
+	return nil
+}
+
+// rereg sends REREG_MR; a refusal for want of support names the change.
+func (mr *MR) rereg(req *abi.ReregMR) (abi.ReregMRResp, error) {
+	var resp abi.ReregMRResp
+	c := mr.pd.ctx
+	err := c.conn.Write("rereg_mr", &transport.Write{
+		Cmd: abi.CmdReregMR, In: asBytes(req), CoreIn: int(unsafe.Sizeof(*req)),
+		Out: asBytes(&resp), CoreOut: int(unsafe.Sizeof(resp)),
+	})
+	if errors.Is(err, ErrNotSupported) {
+		var what []string
+		for _, f := range []struct {
+			bit  uint32
+			name string
+		}{{ReregTranslation, "memory"}, {ReregPD, "PD"}, {ReregAccess, "access rights"}} {
+			if req.Flags&f.bit != 0 {
+				what = append(what, f.name)
+			}
+		}
+		return resp, fmt.Errorf("uverbs: rereg_mr: the kernel's %s driver does not change an MR's %s: %w",
+			c.prov.Name(), strings.Join(what, " and "), err)
+	}
+	return resp, err
 }
 
 // RegisterDmabuf registers length bytes at offset of a dma-buf (e.g. GPU

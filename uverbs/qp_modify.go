@@ -91,7 +91,7 @@ func (m QPAttrMask) String() string {
 type GlobalRoute struct {
 	DGID         GID
 	FlowLabel    uint32
-	SGIDIndex    uint8
+	SGIDIndex    int // 0..255, the index of the local GID to send from
 	HopLimit     uint8
 	TrafficClass uint8
 }
@@ -121,8 +121,8 @@ type QPAttr struct {
 	Cap              QPCap
 	AH               AHAttr
 	AltAH            AHAttr
-	PkeyIndex        uint16
-	AltPkeyIndex     uint16
+	PkeyIndex        int // 0..65535
+	AltPkeyIndex     int // 0..65535
 	EnSQDAsyncNotify bool
 	SQDraining       bool
 	MaxRdAtomic      uint8
@@ -212,6 +212,22 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrPort != 0 && attr.Port == 0 {
 		return fmt.Errorf("uverbs: modify_qp: Port 0 is invalid; ports are numbered from 1: %w", unix.EINVAL)
 	}
+	if mask&QPAttrPkeyIndex != 0 && (attr.PkeyIndex < 0 || attr.PkeyIndex > 0xffff) {
+		return fmt.Errorf("uverbs: modify_qp: PkeyIndex %d is outside 0..65535: %w", attr.PkeyIndex, unix.EINVAL)
+	}
+	if mask&QPAttrAV != 0 {
+		if err := checkAHAttr("modify_qp: AH", &attr.AH); err != nil {
+			return err
+		}
+	}
+	if mask&QPAttrAltPath != 0 {
+		if err := checkAHAttr("modify_qp: AltAH", &attr.AltAH); err != nil {
+			return err
+		}
+		if attr.AltPkeyIndex < 0 || attr.AltPkeyIndex > 0xffff {
+			return fmt.Errorf("uverbs: modify_qp: AltPkeyIndex %d is outside 0..65535: %w", attr.AltPkeyIndex, unix.EINVAL)
+		}
+	}
 	if err := qp.modify(attr, mask); err != nil {
 		return err
 	}
@@ -221,9 +237,24 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	return nil
 }
 
+// checkAHAttr refuses what an address's ABI fields cannot hold.
+func checkAHAttr(verb string, a *AHAttr) error {
+	if a.GRH.SGIDIndex < 0 || a.GRH.SGIDIndex > 255 {
+		return fmt.Errorf("uverbs: %s: GRH.SGIDIndex %d is outside 0..255: %w", verb, a.GRH.SGIDIndex, unix.EINVAL)
+	}
+	if a.GRH.FlowLabel > 0xfffff {
+		return fmt.Errorf("uverbs: %s: GRH.FlowLabel %#x is wider than 20 bits: %w", verb, a.GRH.FlowLabel, unix.EINVAL)
+	}
+	if a.SL > 15 {
+		return fmt.Errorf("uverbs: %s: SL %d is outside 0..15: %w", verb, a.SL, unix.EINVAL)
+	}
+	return nil
+}
+
+// qpDest is the ABI's form of an address checked by checkAHAttr.
 func qpDest(a *AHAttr) abi.QPDest {
 	d := abi.QPDest{
-		DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID, SGIDIndex: a.GRH.SGIDIndex,
+		DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID, SGIDIndex: uint8(a.GRH.SGIDIndex),
 		HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass, SL: a.SL, SrcPathBits: a.SrcPathBits,
 		StaticRate: a.StaticRate, PortNum: a.PortNum,
 	}
@@ -235,7 +266,7 @@ func qpDest(a *AHAttr) abi.QPDest {
 
 func fromQPDest(d *abi.QPDest) AHAttr {
 	return AHAttr{
-		GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit,
+		GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: int(d.SGIDIndex), HopLimit: d.HopLimit,
 			TrafficClass: d.TrafficClass},
 		IsGlobal: d.IsGlobal != 0, DLID: d.DLID, SL: d.SL, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
 		PortNum: d.PortNum,
@@ -259,7 +290,7 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		m.QPAccessFlags = uint32(a.AccessFlags)
 	}
 	if mask&QPAttrPkeyIndex != 0 {
-		m.PkeyIndex = a.PkeyIndex
+		m.PkeyIndex = uint16(a.PkeyIndex)
 	}
 	if mask&QPAttrPort != 0 {
 		m.PortNum = a.Port
@@ -290,7 +321,7 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	if mask&QPAttrAltPath != 0 {
 		m.AltDest = qpDest(&a.AltAH)
-		m.AltPkeyIndex = a.AltPkeyIndex
+		m.AltPkeyIndex = uint16(a.AltPkeyIndex)
 		m.AltPortNum = a.AltPort
 		m.AltTimeout = a.AltTimeout
 	}
@@ -343,7 +374,7 @@ func (qp *QP) Query() (QPAttr, error) {
 		State: QPState(r.QPState), CurState: QPState(r.CurQPState), PathMTU: MTU(r.PathMTU), PathMigState: r.PathMigState,
 		Qkey: r.Qkey, RQPSN: r.RQPSN, SQPSN: r.SQPSN, DestQPN: r.DestQPNum, AccessFlags: Access(r.QPAccessFlags),
 		Cap: QPCap{r.MaxSendWr, r.MaxRecvWr, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData},
-		AH:  fromQPDest(&r.Dest), AltAH: fromQPDest(&r.AltDest), PkeyIndex: r.PkeyIndex, AltPkeyIndex: r.AltPkeyIndex,
+		AH:  fromQPDest(&r.Dest), AltAH: fromQPDest(&r.AltDest), PkeyIndex: int(r.PkeyIndex), AltPkeyIndex: int(r.AltPkeyIndex),
 		SQDraining: r.SQDraining != 0, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,
 		MinRNRTimer: r.MinRNRTimer, Port: r.PortNum, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
 		AltPort: r.AltPortNum, AltTimeout: r.AltTimeout,

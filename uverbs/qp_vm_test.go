@@ -62,7 +62,7 @@ func TestQPLifecycle(t *testing.T) {
 						t.Errorf("QP %d caps %+v", a.QPN(), a.Cap())
 					}
 					conn := func(x, y *QP, psn uint32) error {
-						return x.Connect(ConnectAttr{SGIDIndex: int(f.gid.Index), Qkey: 0x11111111, LocalPSN: psn,
+						return x.Connect(ConnectAttr{SGIDIndex: f.gid.Index, Qkey: 0x11111111, LocalPSN: psn,
 							Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead,
 							Remote: Endpoint{QPN: y.QPN(), PSN: 100, GID: f.gid.GID}})
 					}
@@ -164,7 +164,7 @@ func TestSRQAndAH(t *testing.T) {
 			if err := srq.Close(); err != nil {
 				t.Fatal(err)
 			}
-			ah, err := f.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: uint8(f.gid.Index), HopLimit: 1}})
+			ah, err := f.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: f.gid.GID, SGIDIndex: f.gid.Index, HopLimit: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -296,8 +296,8 @@ func (t GIDType) String() string {
 // GIDEntry is one GID table entry.
 type GIDEntry struct {
 	GID           GID
-	Index         uint32
-	Port          uint32
+	Index         int   // the GID index (ConnectAttr.SGIDIndex, GlobalRoute.SGIDIndex)
+	Port          uint8 // the port number
 	Type          GIDType
 	NetdevIfindex uint32 // 0 when no netdev is associated
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -77,7 +76,7 @@ func udQP(t *testing.T, d *itDev, srq *SRQ) *QP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { qp.Close() })
-	if err := qp.Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Qkey: udQkey, LocalPSN: 0x77}); err != nil {
+	if err := qp.Connect(ConnectAttr{SGIDIndex: d.gid.Index, Qkey: udQkey, LocalPSN: 0x77}); err != nil {
 		t.Fatal(err)
 	}
 	return qp
@@ -101,7 +100,7 @@ func TestUDSendRecv(t *testing.T) {
 			}
 			mtu := pa.ActiveMTU.Bytes()
 			ah, err := path.from.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true,
-				GRH: GlobalRoute{DGID: path.to.gid.GID, SGIDIndex: uint8(path.from.gid.Index), HopLimit: 64}})
+				GRH: GlobalRoute{DGID: path.to.gid.GID, SGIDIndex: path.from.gid.Index, HopLimit: 64}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +253,7 @@ func TestUDPostChecks(t *testing.T) {
 	d := itOpen(t, vmenv.RXE0)
 	s := udQP(t, d, nil)
 	m := udAlloc(t, d.pd, 4096, AccessLocalWrite)
-	ah, err := d.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d.gid.GID, SGIDIndex: uint8(d.gid.Index), HopLimit: 1}})
+	ah, err := d.pd.CreateAH(AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d.gid.GID, SGIDIndex: d.gid.Index, HopLimit: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +299,7 @@ func TestSRQSharedByTwoQPs(t *testing.T) {
 	}
 	s1, s2, r1, r2 := mk(false), mk(false), mk(true), mk(true)
 	for _, p := range [][2]*QP{{s1, r1}, {r1, s1}, {s2, r2}, {r2, s2}} {
-		if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
+		if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -425,7 +424,7 @@ func TestMemoryWindows(t *testing.T) {
 			s.qp = qp
 		}
 		for _, p := range [][2]*QP{{a.qp, b.qp}, {b.qp, a.qp}} {
-			if err := p[0].Connect(ConnectAttr{SGIDIndex: int(d.gid.Index), Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessMWBind,
+			if err := p[0].Connect(ConnectAttr{SGIDIndex: d.gid.Index, Access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessMWBind,
 				Remote: Endpoint{QPN: p[1].QPN(), GID: d.gid.GID}}); err != nil {
 				t.Fatal(err)
 			}
@@ -447,8 +446,8 @@ func TestMemoryWindows(t *testing.T) {
 		t.Helper()
 		next := newKey(cur)
 		wc := post(t, b.qp, SendWR{ID: 10, Opcode: WRBindMW, Bind: BindMW{MWRkey: cur, NewRkey: next, MRLkey: b.mem.mr.Lkey(),
-			Addr: b.mem.mr.Addr() + win, Length: win, Access: uint32(AccessRemoteWrite | AccessRemoteRead)}})
-		if want := (WC{ID: 10, Status: WCSuccess, Opcode: provider.WCBindMW, QPNum: b.qp.QPN()}); wc != want {
+			Addr: b.mem.mr.Addr() + win, Length: win, Access: AccessRemoteWrite | AccessRemoteRead}})
+		if want := (WC{ID: 10, Status: WCSuccess, Opcode: WCBindMW, QPNum: b.qp.QPN()}); wc != want {
 			t.Fatalf("bind completion %+v (%v), want %+v", wc, wc.Status, want)
 		}
 		return next
@@ -495,7 +494,7 @@ func TestMemoryWindows(t *testing.T) {
 		if wc := write(t, a, b, key, win, 8, 0x22); wc.Status != WCSuccess {
 			t.Fatalf("write after the rebind: %+v (%v)", wc, wc.Status)
 		}
-		if wc := post(t, b.qp, SendWR{ID: 40, Opcode: WRLocalInv, InvalidateRkey: key}); wc.Status != WCSuccess || wc.Opcode != provider.WCLocalInv {
+		if wc := post(t, b.qp, SendWR{ID: 40, Opcode: WRLocalInv, InvalidateRkey: key}); wc.Status != WCSuccess || wc.Opcode != WCLocalInv {
 			t.Fatalf("local invalidate: %+v (%v)", wc, wc.Status)
 		}
 		// Now the key is dead: the write fails, and nothing changes.
@@ -588,7 +587,7 @@ func TestUDStaleAH(t *testing.T) {
 	s, r := udQP(t, d0, nil), udQP(t, d0, nil)
 	m := udAlloc(t, d0.pd, 4096, AccessLocalWrite)
 	attr := func(d *itDev) AHAttr {
-		return AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d0.gid.GID, SGIDIndex: uint8(d.gid.Index), HopLimit: 1}}
+		return AHAttr{PortNum: 1, IsGlobal: true, GRH: GlobalRoute{DGID: d0.gid.GID, SGIDIndex: d.gid.Index, HopLimit: 1}}
 	}
 	closed, err := d0.pd.CreateAH(attr(d0))
 	if err != nil {
@@ -620,7 +619,7 @@ func TestUDStaleAH(t *testing.T) {
 				t.Errorf("PostSend accepted it: completions %+v, QP now %v; want the post refused", wcs[:k], a.State)
 				// Bring the QP back for the next case.
 				s.Modify(&QPAttr{State: QPStateReset}, QPAttrState)
-				if err := s.Connect(ConnectAttr{SGIDIndex: int(d0.gid.Index), Qkey: udQkey}); err != nil {
+				if err := s.Connect(ConnectAttr{SGIDIndex: d0.gid.Index, Qkey: udQkey}); err != nil {
 					t.Fatal(err)
 				}
 				return

@@ -90,7 +90,7 @@ func TestOpenAndQuery(t *testing.T) {
 				t.Errorf("GID table has %d entries: %+v", len(table), table)
 			}
 			for _, e := range table {
-				one, err := c.QueryGID(uint8(e.Port), int(e.Index))
+				one, err := c.QueryGID(e.Port, e.Index)
 				if err != nil || one != e {
 					t.Errorf("table entry %+v, single query %+v (%v)", e, one, err)
 				}

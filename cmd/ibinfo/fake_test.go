@@ -366,7 +366,7 @@ func loadFixture(path string) (*fakeSystem, error) {
 			if e != nil {
 				return nil, bad(e)
 			}
-			fg := fakeGID{entry: uverbs.GIDEntry{GID: g, Index: uint32(index), Port: uint32(port)}}
+			fg := fakeGID{entry: uverbs.GIDEntry{GID: g, Index: index, Port: uint8(port)}}
 			if fields[0] == "gid" {
 				fg.entry.Type = uverbs.GIDType(num(4))
 				fg.entry.NetdevIfindex = 7

@@ -67,7 +67,7 @@ func fuzzSystem(data []byte) *fakeSystem {
 				var g uverbs.GID
 				binary.LittleEndian.PutUint64(g[:8], src.u64())
 				binary.LittleEndian.PutUint64(g[8:], src.u64())
-				e := uverbs.GIDEntry{GID: g, Index: uint32(i), Port: uint32(p), Type: uverbs.GIDType(src.u8() % 4), NetdevIfindex: uint32(src.u8() % 3)}
+				e := uverbs.GIDEntry{GID: g, Index: i, Port: uint8(p), Type: uverbs.GIDType(src.u8() % 4), NetdevIfindex: uint32(src.u8() % 3)}
 				switch src.u8() % 8 {
 				case 0:
 					// empty slot

@@ -575,7 +575,7 @@ func fillOpenDeviceJSON(jd *jsonDevice, stderr io.Writer, dev device, h hca, ibP
 				continue
 			}
 			// The kernel's entry may leave these to the caller.
-			e.Index, e.Port = uint32(i), uint32(port)
+			e.Index, e.Port = i, uint8(port)
 			entries = append(entries, e)
 			jp.GIDs = append(jp.GIDs, gidJSON(e, pi))
 		}
@@ -597,7 +597,7 @@ func fillOpenDeviceJSON(jd *jsonDevice, stderr io.Writer, dev device, h hca, ibP
 
 func gidJSON(e uverbs.GIDEntry, pi portInfo) jsonGID {
 	g := jsonGID{
-		Index:       e.Index,
+		Index:       uint32(e.Index),
 		GID:         cli.InetNtop6(e.GID),
 		Type:        gidTypeName(e.Type),
 		NetdevIndex: e.NetdevIfindex,

@@ -132,7 +132,7 @@ func TestNoDevicesExplained(t *testing.T) {
 // TestRecommendedRoCEGID pins the choice ibinfo --json shows (uverbs.PickRoCEGID).
 func TestRecommendedRoCEGID(t *testing.T) {
 	gid := func(s string) uverbs.GID { return uverbs.GID(netip.MustParseAddr(s).As16()) }
-	v2 := func(i uint32, addr string) uverbs.GIDEntry {
+	v2 := func(i int, addr string) uverbs.GIDEntry {
 		return uverbs.GIDEntry{Index: i, GID: gid(addr), Type: uverbs.GIDTypeRoCEv2, NetdevIfindex: 3}
 	}
 	noNetdev := v2(4, "::ffff:10.0.0.9")
@@ -142,7 +142,7 @@ func TestRecommendedRoCEGID(t *testing.T) {
 	tests := []struct {
 		name    string
 		entries []uverbs.GIDEntry
-		want    uint32
+		want    int
 		ok      bool
 	}{
 		{"empty", nil, 0, false},

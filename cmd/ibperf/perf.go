@@ -335,7 +335,7 @@ func (p *perf) av(d dest) uverbs.AHAttr {
 	a := uverbs.AHAttr{DLID: d.LID, SL: p.cfg.sl, PortNum: p.cfg.ibPort}
 	if p.gidIdx != -1 {
 		a.IsGlobal = true
-		a.GRH = uverbs.GlobalRoute{DGID: d.GID, SGIDIndex: uint8(p.gidIdx), HopLimit: defHopLimit}
+		a.GRH = uverbs.GlobalRoute{DGID: d.GID, SGIDIndex: int(uint8(p.gidIdx)), HopLimit: defHopLimit}
 	}
 	return a
 }

@@ -273,7 +273,7 @@ func (p *pingpong) av(d dest, dgid uverbs.GID) uverbs.AHAttr {
 		a.IsGlobal = true
 		// The C examples store the index in a uint8_t: without -g, -1
 		// becomes 255, and the kernel refuses it.
-		a.GRH = uverbs.GlobalRoute{DGID: dgid, SGIDIndex: uint8(p.cfg.gidIdx), HopLimit: 1}
+		a.GRH = uverbs.GlobalRoute{DGID: dgid, SGIDIndex: int(uint8(p.cfg.gidIdx)), HopLimit: 1}
 	}
 	return a
 }

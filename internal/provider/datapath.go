@@ -2,8 +2,11 @@ package provider
 
 import "errors"
 
-// The data path types, shared by the uverbs API and every provider. uverbs
-// re-exports them, so users name them uverbs.SendWR and so on.
+// The data path types every provider reads and writes. Package uverbs
+// declares the same types, documented, for its users, and converts its
+// slices to these without copying: the two declarations must agree field
+// for field (name, type, offset, size), which uverbs' TestDataPathLayout
+// checks. Change both together.
 
 // SGE is one scatter/gather element: a span of registered memory.
 type SGE struct {
@@ -29,8 +32,10 @@ const (
 	WRSendWithInv       WROpcode = 9
 )
 
-var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
-	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
+// As uverbs.WROpcode.String (rdma-core's ibv_wr_opcode_str), for the
+// providers' messages; uverbs' TestDataPathStrings compares them.
+var wrOpcodeNames = [...]string{"rdma-write", "rdma-write-with-imm", "send", "send-with-imm", "rdma-read",
+	"atomic-cmp-and-swp", "atomic-fetch-and-add", "local-inv", "bind-mw", "send-with-inv"}
 
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
@@ -81,10 +86,10 @@ type SendWR struct {
 	// CAS's new value.
 	CompareAdd uint64
 	Swap       uint64
-	// UD: the destination. The AH value is what the caller holds (uverbs'
-	// *AH), so posting keeps it reachable and its cleanup cannot destroy
-	// it under the program.
-	AH         AHRef
+	// UD: the destination. AH points to what the caller holds (uverbs'
+	// *AH, whose first field is the provider's AH), so posting keeps it
+	// reachable and its cleanup cannot destroy it under the program.
+	AH         *AHRef
 	RemoteQPN  uint32
 	RemoteQkey uint32
 	// XRCRemoteSRQN is the SRQ an XRC_SEND work request is delivered to
@@ -93,10 +98,11 @@ type SendWR struct {
 	Bind          BindMW
 }
 
-// AHRef is an address handle as callers hold it.
-type AHRef interface {
-	// ProviderAH returns the provider's half of the AH.
-	ProviderAH() AH
+// AHRef is an address handle as a work request names it: the layout
+// prefix of uverbs.AH, whose first field is the provider's half (a test
+// of package uverbs checks that it stays so).
+type AHRef struct {
+	AH AH
 }
 
 // RecvWR is a receive work request.
@@ -136,7 +142,7 @@ const (
 
 var wcStatusNames = [...]string{"success", "local length error", "local QP operation error",
 	"local EE context operation error", "local protection error", "Work Request Flushed Error",
-	"memory bind operation error", "bad response error", "local access error",
+	"memory management operation error", "bad response error", "local access error",
 	"remote invalid request error", "remote access error", "remote operation error",
 	"transport retry counter exceeded", "RNR retry counter exceeded", "local RDD violation error",
 	"remote invalid RD request", "aborted error", "invalid EE context number",

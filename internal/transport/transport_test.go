@@ -49,7 +49,7 @@ func wireBytes(q *Ioctl) []byte {
 }
 
 func TestIoctlEncodingCreateCQ(t *testing.T) {
-	// The rxe CREATE_CQ of abi.md Appendix B, attributes in rdma-core's order.
+	// An rxe CREATE_CQ as rdma-core 44 sends it, attributes in its order.
 	var cqe uint32
 	var mi [16]byte
 	q := NewIoctl(abi.ObjectCQ, abi.MethodCQCreate)
@@ -130,7 +130,7 @@ func TestWriteFraming(t *testing.T) {
 		w    Write
 		want string
 	}{{
-		// The rxe doorbell of abi.md Appendix B: POST_SEND, in_words 8,
+		// The rxe doorbell as rdma-core 44 rings it: POST_SEND, in_words 8,
 		// out_words 1, qp_handle 5, no WRs, wqe_size 128.
 		name: "post_send doorbell",
 		w: Write{Cmd: abi.CmdPostSend, In: []byte{0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0},
@@ -231,7 +231,7 @@ func TestWriteViaInvokeWrite(t *testing.T) {
 	if len(f.writes) != 0 || len(f.ioctls) != 2 {
 		t.Fatalf("writes %d ioctls %d, want 0 and 2", len(f.writes), len(f.ioctls))
 	}
-	// Appendix B's INVOKE_WRITE(ALLOC_PD): WRITE_CMD const 3, CORE_IN 8 bytes inline, CORE_OUT 4-byte pointer.
+	// rdma-core 44's INVOKE_WRITE(ALLOC_PD): WRITE_CMD const 3, CORE_IN 8 bytes inline, CORE_OUT 4-byte pointer.
 	got := f.ioctls[1]
 	want := Exchange{Op: "ioctl", Object: 0, Method: 0, Driver: 14, Attrs: []AttrRecord{
 		{ID: abi.AttrWriteCmd, Kind: "in", Flags: 1, Len: 8, Data: 3},

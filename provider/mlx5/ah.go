@@ -115,10 +115,6 @@ func (a *AH) Created(handle uint32) error {
 // Destroyed implements provider.AH.
 func (a *AH) Destroyed() { a.destroyed.Store(true) }
 
-// ProviderAH makes the provider's AH usable as a SendWR's AH directly, for
-// the provider's own tests.
-func (a *AH) ProviderAH() provider.AH { return a }
-
 // AV returns the address vector UD WQEs carry (before the per-WQE
 // destination QPN and Q_Key).
 func (a *AH) AV() [48]byte { return a.av }

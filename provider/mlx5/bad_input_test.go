@@ -15,7 +15,6 @@ type foreignAH struct{}
 func (foreignAH) CreateData() (in, out []byte) { return nil, nil }
 func (foreignAH) Created(uint32) error         { return nil }
 func (foreignAH) Destroyed()                   {}
-func (a foreignAH) ProviderAH() provider.AH    { return a }
 
 // TestPostSendBadInput: every refusal names the work request with a typed
 // error, and nothing of the list reaches the queue, the doorbell record or
@@ -51,11 +50,11 @@ func TestPostSendBadInput(t *testing.T) {
 		{"inline over the limit", rc, []provider.SendWR{send, send, {Opcode: provider.WRSend, Flags: provider.SendInline, SGL: inl}}, 2, provider.ErrInlineTooLarge},
 		{"opcode out of range", rc, []provider.SendWR{{Opcode: 42}}, 0, provider.ErrBadWR},
 		{"BIND_MW", rc, []provider.SendWR{{Opcode: provider.WRBindMW}}, 0, provider.ErrBadWR},
-		{"READ on UC-like UD", ud, []provider.SendWR{{Opcode: provider.WRRDMARead, AH: ah}}, 0, provider.ErrBadWR},
-		{"UD without AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: ah}, {Opcode: provider.WRSend}}, 1, provider.ErrBadWR},
-		{"UD through a destroyed AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: gone}}, 0, provider.ErrBadWR},
-		{"UD through another context's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: other}}, 0, provider.ErrBadWR},
-		{"UD through another provider's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: foreignAH{}}}, 0, provider.ErrBadWR},
+		{"READ on UC-like UD", ud, []provider.SendWR{{Opcode: provider.WRRDMARead, AH: &provider.AHRef{AH: ah}}}, 0, provider.ErrBadWR},
+		{"UD without AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: &provider.AHRef{AH: ah}}, {Opcode: provider.WRSend}}, 1, provider.ErrBadWR},
+		{"UD through a destroyed AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: &provider.AHRef{AH: gone}}}, 0, provider.ErrBadWR},
+		{"UD through another context's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: &provider.AHRef{AH: other}}}, 0, provider.ErrBadWR},
+		{"UD through another provider's AH", ud, []provider.SendWR{{Opcode: provider.WRSend, AH: &provider.AHRef{AH: foreignAH{}}}}, 0, provider.ErrBadWR},
 		{"raw packet without SGEs", raw, []provider.SendWR{{Opcode: provider.WRSend}}, 0, provider.ErrBadWR},
 		{"raw packet shorter than its headers", raw, []provider.SendWR{{Opcode: provider.WRSend, SGL: short}}, 0, provider.ErrBadWR},
 		{"raw packet SEND_WITH_IMM", raw, []provider.SendWR{{Opcode: provider.WRSendWithImm, SGL: sgl[:1]}}, 0, provider.ErrBadWR},

@@ -82,7 +82,7 @@ func TestPostAllocatesNothing(t *testing.T) {
 	for i := range list {
 		list[i] = provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl}
 	}
-	udWR := []provider.SendWR{{Opcode: provider.WRSend, SGL: sgl, AH: ah, RemoteQPN: 5, RemoteQkey: 6}}
+	udWR := []provider.SendWR{{Opcode: provider.WRSend, SGL: sgl, AH: &provider.AHRef{AH: ah}, RemoteQPN: 5, RemoteQkey: 6}}
 	recv := []provider.RecvWR{{SGL: sgl}}
 	for name, f := range map[string]func(){
 		"send":   func() { q.PostSend(one); q.sq.retireAll() },

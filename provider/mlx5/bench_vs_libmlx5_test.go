@@ -43,7 +43,7 @@ func BenchmarkVsLibmlx5(b *testing.B) {
 		qp := benchNewQP(b, c, cq, abi.QPTypeUD, loopCaps)
 		mem := make([]byte, 4096)
 		benchPostPoll(b, qp, cq, []provider.SendWR{{ID: 7, Opcode: provider.WRSend, Flags: provider.SendSignaled,
-			SGL: []provider.SGE{sgeOf(mem[:64], 0x1a1a)}, AH: testAH(b, c), RemoteQPN: 5, RemoteQkey: 6}}, reqOpSend)
+			SGL: []provider.SGE{sgeOf(mem[:64], 0x1a1a)}, AH: &provider.AHRef{AH: testAH(b, c)}, RemoteQPN: 5, RemoteQkey: 6}}, reqOpSend)
 	})
 	b.Run("list16", func(b *testing.B) {
 		p := newLoopPair(b, 4095, loopCaps, 4096)

@@ -507,7 +507,7 @@ func goldenSendWRs(t *testing.T, in []goldenWR, ahs map[string]*AH) []provider.S
 			if ah == nil {
 				t.Fatalf("unknown AH %s", w.AH)
 			}
-			wr.AH = ah
+			wr.AH = &provider.AHRef{AH: ah}
 		}
 		for _, s := range w.SGList {
 			sge := provider.SGE{Addr: uint64(s.Addr), Length: uint32(s.Length), Lkey: uint32(s.Lkey)}

@@ -60,17 +60,26 @@ type hwSide struct {
 	srq     bool
 }
 
-func (s *hwSide) PostSend(wrs []provider.SendWR) error { return s.qp.PostSend(wrs) }
-func (s *hwSide) PostRecv(wrs []provider.RecvWR) error { return s.qp.PostRecv(wrs) }
-func (s *hwSide) Poll(wcs []provider.WC) (int, error)  { return s.cq.Poll(wcs) }
-func (s *hwSide) QPN() uint32                          { return s.qp.QPN() }
-func (s *hwSide) Arena() []byte                        { return s.mem }
-func (s *hwSide) Lkey() uint32                         { return s.mr.Lkey() }
-func (s *hwSide) Rkey() uint32                         { return s.mr.Rkey() }
-func (s *hwSide) MaxInline() int                       { return int(s.qp.Cap().MaxInlineData) }
-func (s *hwSide) MaxSGE() int                          { return 4 }
-func (s *hwSide) ZeroLengthRecvSGEs() bool             { return true }
-func (s *hwSide) Atomics() bool                        { return s.atomics }
+// The provider's data path types and uverbs' public ones are declared
+// alike (uverbs' TestDataPathLayout), so the suite's work requests go to
+// the public API as they are, the way uverbs hands them to the provider.
+func (s *hwSide) PostSend(wrs []provider.SendWR) error {
+	return s.qp.PostSend(unsafe.Slice((*uverbs.SendWR)(unsafe.Pointer(unsafe.SliceData(wrs))), len(wrs)))
+}
+func (s *hwSide) PostRecv(wrs []provider.RecvWR) error {
+	return s.qp.PostRecv(unsafe.Slice((*uverbs.RecvWR)(unsafe.Pointer(unsafe.SliceData(wrs))), len(wrs)))
+}
+func (s *hwSide) Poll(wcs []provider.WC) (int, error) {
+	return s.cq.Poll(unsafe.Slice((*uverbs.WC)(unsafe.Pointer(unsafe.SliceData(wcs))), len(wcs)))
+}
+func (s *hwSide) QPN() uint32              { return s.qp.QPN() }
+func (s *hwSide) Arena() []byte            { return s.mem }
+func (s *hwSide) Lkey() uint32             { return s.mr.Lkey() }
+func (s *hwSide) Rkey() uint32             { return s.mr.Rkey() }
+func (s *hwSide) MaxInline() int           { return int(s.qp.Cap().MaxInlineData) }
+func (s *hwSide) MaxSGE() int              { return 4 }
+func (s *hwSide) ZeroLengthRecvSGEs() bool { return true }
+func (s *hwSide) Atomics() bool            { return s.atomics }
 
 func TestHardwareIntegrity(t *testing.T) {
 	name, why := hwDevice()
@@ -106,7 +115,7 @@ func TestHardwareIntegrity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("port 1 of %s: %v", name, err)
 		}
-		gidIndex, gid = int(g.Index), g.GID
+		gidIndex, gid = g.Index, g.GID
 	}
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 	var sides [2]*hwSide
@@ -199,12 +208,12 @@ func TestHardwareEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca.SGIDIndex, ca.Remote.GID = int(g.Index), g.GID
+		ca.SGIDIndex, ca.Remote.GID = g.Index, g.GID
 	}
 	if err := qp.Connect(ca); err != nil { // to itself
 		t.Fatal(err)
 	}
-	wcs := make([]provider.WC, 4)
+	wcs := make([]uverbs.WC, 4)
 	for i := 0; i < 10; i++ {
 		solicited := i%2 == 1
 		if err := cq.RequestNotify(solicited); err != nil {
@@ -212,15 +221,15 @@ func TestHardwareEvents(t *testing.T) {
 		}
 		// A SEND to itself: the receive completion is solicited when the
 		// send says so; the send completion never is.
-		if err := qp.PostRecv([]provider.RecvWR{{ID: uint64(100 + i), SGL: []provider.SGE{{Addr: mr.Addr() + 2048, Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
+		if err := qp.PostRecv([]uverbs.RecvWR{{ID: uint64(100 + i), SGL: []uverbs.SGE{{Addr: mr.Addr() + 2048, Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
 			t.Fatal(err)
 		}
-		flags := provider.SendSignaled
+		flags := uverbs.SendSignaled
 		if solicited {
-			flags |= provider.SendSolicited
+			flags |= uverbs.SendSolicited
 		}
-		if err := qp.PostSend([]provider.SendWR{{ID: uint64(i), Opcode: provider.WRSend, Flags: flags,
-			SGL: []provider.SGE{{Addr: mr.Addr(), Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
+		if err := qp.PostSend([]uverbs.SendWR{{ID: uint64(i), Opcode: uverbs.WRSend, Flags: flags,
+			SGL: []uverbs.SGE{{Addr: mr.Addr(), Length: 64, Lkey: mr.Lkey()}}}}); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -243,7 +252,7 @@ func TestHardwareEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, w := range wcs[:k] {
-				if w.Status != provider.WCSuccess {
+				if w.Status != uverbs.WCSuccess {
 					t.Fatalf("event %d: completion %+v", i, w)
 				}
 			}

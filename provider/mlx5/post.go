@@ -154,7 +154,7 @@ func (sq *sendQueue) check(wr *provider.SendWR) error {
 		if wr.AH == nil {
 			return fmt.Errorf("%w: a UD send needs an AH", provider.ErrBadWR)
 		}
-		ah, ok := wr.AH.ProviderAH().(*AH)
+		ah, ok := wr.AH.AH.(*AH)
 		if !ok || ah == nil {
 			return fmt.Errorf("%w: the AH is not an mlx5 AH", provider.ErrBadWR)
 		}
@@ -277,7 +277,7 @@ func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, i
 			wcOp = provider.WCLocalInv
 		}
 	case abi.QPTypeUD:
-		ah := wr.AH.ProviderAH().(*AH)
+		ah := wr.AH.AH.(*AH)
 		*(*[datagramSegSize]byte)(seg) = ah.av
 		putBE32(unsafe.Add(seg, avOffDQPDCT), wr.RemoteQPN|abi.MLX5ExtendedUDAV)
 		putBE32(unsafe.Add(seg, avOffQkey), wr.RemoteQkey)

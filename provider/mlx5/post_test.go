@@ -270,7 +270,7 @@ func TestEncodeEveryOpcode(t *testing.T) {
 				sgl, data := payload(t, 0x500, sizes...)
 				wr := provider.SendWR{ID: 77, Opcode: op, Flags: fl, SGL: sgl, Imm: 0x11223344, InvalidateRkey: 0xabcd12,
 					RemoteAddr: 0x7f0012345000, Rkey: 0x5566, CompareAdd: 0x0102030405060708, Swap: 0x1112131415161718,
-					AH: ah, RemoteQPN: 0x4321, RemoteQkey: 0x11111111, XRCRemoteSRQN: 0x42}
+					AH: &provider.AHRef{AH: ah}, RemoteQPN: 0x4321, RemoteQkey: 0x11111111, XRCRemoteSRQN: 0x42}
 				ring := q.sqRing()
 				before := bytes.Clone(ring)
 				bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
@@ -351,7 +351,7 @@ func TestEncodeSGECountsAndInlineLimits(t *testing.T) {
 			name := qt.name + "/" + tc.name
 			sgl, data := payload(t, 0x900, tc.sizes...)
 			wr := provider.SendWR{ID: 5, Opcode: provider.WRSend, Flags: tc.flags | provider.SendSignaled, SGL: sgl,
-				AH: ah, RemoteQPN: 9, RemoteQkey: 0x1111, XRCRemoteSRQN: 3}
+				AH: &provider.AHRef{AH: ah}, RemoteQPN: 9, RemoteQkey: 0x1111, XRCRemoteSRQN: 3}
 			ring := q.sqRing()
 			before, db := bytes.Clone(ring), bytes.Clone(q.dbrecBytes())
 			bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
@@ -409,7 +409,7 @@ func TestEncodeWraparound(t *testing.T) {
 				continue
 			}
 			sgl, data := payload(t, 0x700, s.sizes...)
-			wr := provider.SendWR{ID: uint64(round), Opcode: provider.WRSend, Flags: s.flags, SGL: sgl, AH: ah, RemoteQPN: 7, RemoteQkey: 1}
+			wr := provider.SendWR{ID: uint64(round), Opcode: provider.WRSend, Flags: s.flags, SGL: sgl, AH: &provider.AHRef{AH: ah}, RemoteQPN: 7, RemoteQkey: 1}
 			bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
 			idx := uint16(q.sq.curPost)
 			if err := q.PostSend([]provider.SendWR{wr}); err != nil {

@@ -41,7 +41,3 @@ func (a *ah) Created(handle uint32) error {
 
 // Num returns the kernel's AH number for UD work requests.
 func (a *ah) Num() uint32 { return a.resp.AHNum }
-
-// ProviderAH makes the provider's AH usable as a SendWR's AH directly, for
-// the provider's own tests.
-func (a *ah) ProviderAH() provider.AH { return a }

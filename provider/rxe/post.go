@@ -98,7 +98,7 @@ func (s *sendQueue) check(i int, wr *provider.SendWR) error {
 		if wr.AH == nil {
 			return &provider.PostError{Index: i, Err: provider.ErrBadWR}
 		}
-		a, ok := wr.AH.ProviderAH().(*ah)
+		a, ok := wr.AH.AH.(*ah)
 		if !ok || a == nil || a.resp.AHNum == 0 || (a.life != s.life && a.life != nil) {
 			// Not rxe's, or of another context (its number indexes another
 			// device's pool).
@@ -218,7 +218,7 @@ func (s *sendQueue) write(slot []byte, wr *provider.SendWR) {
 		if s.qpType == abi.QPTypeUD {
 			binary.LittleEndian.PutUint32(u[0:], wr.RemoteQPN)
 			binary.LittleEndian.PutUint32(u[4:], wr.RemoteQkey)
-			binary.LittleEndian.PutUint32(u[12:], wr.AH.ProviderAH().(*ah).resp.AHNum)
+			binary.LittleEndian.PutUint32(u[12:], wr.AH.AH.(*ah).resp.AHNum)
 		}
 	case provider.WRBindMW:
 		b := &wr.Bind

@@ -372,7 +372,7 @@ func TestPostSendWQELayout(t *testing.T) {
 				DMA: abi.RXEDMAInfo{Length: 8, Resid: 8, NumSGE: 1}},
 			append(le64(0x3000), le32(8, 5)...)},
 		{"ud send names the AH number", abi.QPTypeUD,
-			provider.SendWR{ID: 9, Opcode: provider.WRSendWithImm, Imm: 1, SGL: sgl[:1], AH: theAH, RemoteQPN: 0x123, RemoteQkey: 0x11111111},
+			provider.SendWR{ID: 9, Opcode: provider.WRSendWithImm, Imm: 1, SGL: sgl[:1], AH: &provider.AHRef{AH: theAH}, RemoteQPN: 0x123, RemoteQkey: 0x11111111},
 			abi.RXESendWQE{WR: abi.RXESendWR{WRID: 9, Opcode: 3, Ex: 0x01000000, WR: union(le32(0x123, 0x11111111, 0, 9))},
 				DMA: abi.RXEDMAInfo{Length: 100, Resid: 100, NumSGE: 1}},
 			append(le64(0x1000), le32(100, 0x11)...)},
@@ -518,10 +518,10 @@ func TestPostSendRefusals(t *testing.T) {
 		{"huge opcode", abi.QPTypeRC, provider.SendWR{Opcode: 0xffffffff}, provider.ErrBadWR},
 		{"over 2 GiB", abi.QPTypeRC, provider.SendWR{Opcode: provider.WRSend,
 			SGL: []provider.SGE{{Length: 1 << 31}, {Length: 1}}}, provider.ErrBadWR},
-		{"UD rdma write", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRRDMAWrite, AH: &ah{resp: abi.RXECreateAHResp{AHNum: 1}}}, provider.ErrBadWR},
+		{"UD rdma write", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRRDMAWrite, AH: &provider.AHRef{AH: &ah{resp: abi.RXECreateAHResp{AHNum: 1}}}}, provider.ErrBadWR},
 		{"UD without AH", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRSend}, provider.ErrBadWR},
-		{"UD with a nil *ah", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRSend, AH: (*ah)(nil)}, provider.ErrBadWR},
-		{"UD with AH number 0", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRSend, AH: &ah{}}, provider.ErrBadWR},
+		{"UD with a nil *ah", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRSend, AH: &provider.AHRef{AH: (*ah)(nil)}}, provider.ErrBadWR},
+		{"UD with AH number 0", abi.QPTypeUD, provider.SendWR{Opcode: provider.WRSend, AH: &provider.AHRef{AH: &ah{}}}, provider.ErrBadWR},
 		{"UC read", abi.QPTypeUC, provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{sge}}, provider.ErrBadWR},
 		{"UC atomic", abi.QPTypeUC, provider.SendWR{Opcode: provider.WRAtomicFetchAndAdd, SGL: []provider.SGE{sge}}, provider.ErrBadWR},
 	} {
@@ -529,7 +529,7 @@ func TestPostSendRefusals(t *testing.T) {
 			s, g, doorbells := newTestSQ(t, tc.typ, 8, 15, 2, 64)
 			// The refused request comes second: nothing of the list may be
 			// queued.
-			err := s.PostSend([]provider.SendWR{{Opcode: provider.WRSend, AH: &ah{resp: abi.RXECreateAHResp{AHNum: 1}}}, tc.wr})
+			err := s.PostSend([]provider.SendWR{{Opcode: provider.WRSend, AH: &provider.AHRef{AH: &ah{resp: abi.RXECreateAHResp{AHNum: 1}}}}, tc.wr})
 			var pe *provider.PostError
 			if !errors.Is(err, tc.want) || !errors.As(err, &pe) || pe.Index != 1 {
 				t.Fatalf("PostSend = %v, want %v at index 1", err, tc.want)
