@@ -231,21 +231,36 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 		}
 		req.SrcSize = uint16(n)
 	}
+	// A device error is about the source when one is given.
+	owner := dst.Addr()
+	if src.IsValid() && !src.Addr().IsUnspecified() {
+		owner = src.Addr()
+	}
 	deadline := resolveDeadline(ctx)
 	for attempt := 0; ; attempt++ {
 		req.TimeoutMs = attemptTimeout(attempt, deadline)
 		if err := write(id.ch, abi.UCMCmdResolveAddr, req, 0); err != nil {
+			if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EADDRNOTAVAIL) {
+				return addrErr(op, owner, err)
+			}
 			return addrErr(op, dst.Addr(), err)
 		}
 		ev, err := id.waitFor(ctx, op, EventAddrResolved, EventAddrError)
 		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("rdmacm: %s: %v did not answer before the context ended: %w", op, dst.Addr(), ctx.Err())
+			}
 			return err
 		}
 		if ev.Type == EventAddrResolved {
 			return nil
 		}
 		if ev.Status != -int(unix.ETIMEDOUT) || !time.Now().Before(deadline) {
-			err := addrErr(op, dst.Addr(), statusErrno(ev.Status))
+			a := dst.Addr()
+			if ev.Status == -int(unix.ENODEV) {
+				a = owner
+			}
+			err := addrErr(op, a, statusErrno(ev.Status))
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w: %w", err, ctx.Err())
 			}
