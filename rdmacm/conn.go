@@ -714,7 +714,17 @@ func (r *Request) accept(ctx context.Context, o *options) (*Conn, error) {
 		return c, err
 	}
 	if id.qpType == uverbs.QPTypeRC {
-		if _, err := id.WaitFor(ctx, EventEstablished); err != nil {
+		// A requester that disconnects at once may have its DREQ arrive
+		// before (or instead of) the RTU: the connection was made and is
+		// already over, as a TCP accept that returns a closed stream.
+		// DISCONNECTED stays queued for WaitDisconnect.
+		ev, err := id.waitFor(ctx, "accept", EventEstablished, EventDisconnected, EventRejected, EventUnreachable, EventConnectError)
+		if err != nil {
+			return c, err
+		}
+		if ev.Type == EventDisconnected {
+			id.unshift(ev)
+		} else if err := ev.Err(); err != nil {
 			return c, err
 		}
 	}

@@ -712,6 +712,16 @@ func (id *ID) push(ev Event) bool {
 	return true
 }
 
+// unshift puts an event back at the head of the ID's queue.
+func (id *ID) unshift(ev Event) {
+	id.mu.Lock()
+	if !id.closed {
+		id.queue = append([]Event{ev}, id.queue...)
+	}
+	id.mu.Unlock()
+	id.wakeUp()
+}
+
 // wakeUp wakes every goroutine waiting on the ID.
 func (id *ID) wakeUp() {
 	id.mu.Lock()

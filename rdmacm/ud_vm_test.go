@@ -84,7 +84,7 @@ func TestUDSIDRVM(t *testing.T) {
 			copy(sb.buf.Bytes()[128:], "answer")
 			if err := srv.QP().PostSend([]uverbs.SendWR{{ID: 4, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
 				SGL: []uverbs.SGE{{Addr: uint64(sb.buf.Addr()) + 128, Length: 6, Lkey: sb.mr.Lkey()}},
-				AH: ah, RemoteQPN: wc.SrcQP, RemoteQkey: 0x01234567}}); err != nil {
+				AH:  ah, RemoteQPN: wc.SrcQP, RemoteQkey: 0x01234567}}); err != nil {
 				t.Fatal(err)
 			}
 			if wc, err := pollOne(ctx, cli.RecvCQ()); err != nil || wc.Status != 0 || string(cb.buf.Bytes()[grhBytes:grhBytes+6]) != "answer" {
