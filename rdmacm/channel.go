@@ -178,6 +178,9 @@ func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
 	return werr
 }
 
+// eventHook, if set (by tests), sees every raw GET_EVENT response.
+var eventHook func([]byte)
+
 // tracing logs every command and event to stderr (GOVERBS_TRACE=1).
 var tracing = os.Getenv("GOVERBS_TRACE") == "1"
 
@@ -207,6 +210,9 @@ func (ch *EventChannel) readLoop(rc interface {
 			ch.readErr = werr
 			ch.mu.Unlock()
 			return
+		}
+		if eventHook != nil {
+			eventHook(resp[:])
 		}
 		ev, err := parseEvent(resp[:])
 		if err != nil {
