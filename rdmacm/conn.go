@@ -629,13 +629,13 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 }
 
 // Accept waits for the next connection request and accepts it with the
-// listener's options.
-func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+// listener's options, overridden by opts.
+func (l *Listener) Accept(ctx context.Context, opts ...Option) (*Conn, error) {
 	r, err := l.Request(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.Accept(ctx)
+	return r.Accept(ctx, opts...)
 }
 
 // PrivateData returns the requester's private data.
