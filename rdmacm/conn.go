@@ -350,11 +350,16 @@ func (c *Conn) LocalAddr() netip.AddrPort { return c.id.LocalAddr() }
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() netip.AddrPort { return c.id.RemoteAddr() }
 
-// WaitDisconnect waits until the peer disconnects (or the device goes).
-// The QP is then in the error state: its work requests complete flushed.
+// WaitDisconnect waits until the peer disconnects (or the device goes),
+// then answers the peer's disconnect request, which a librdmacm peer
+// blocked in rdma_disconnect waits for. The QP is then in the error state:
+// its work requests complete flushed.
 func (c *Conn) WaitDisconnect(ctx context.Context) error {
-	_, err := c.id.WaitFor(ctx, EventDisconnected)
-	return err
+	if _, err := c.id.WaitFor(ctx, EventDisconnected); err != nil {
+		return err
+	}
+	c.id.Disconnect() // sends the DREP; refused only when already done
+	return nil
 }
 
 // Close disconnects (RC) and frees the AH, QP, CQs, PD and ID, children
