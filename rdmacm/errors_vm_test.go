@@ -21,11 +21,7 @@ import (
 func TestRejectVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	l, err := Listen(ctx, vmenv.AddrA+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := listenA(t, ctx)
 	go func() {
 		r, err := l.Request(ctx)
 		if err != nil {
@@ -39,7 +35,7 @@ func TestRejectVM(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	_, err = Dial(ctx, l.Addr().String(), WithSource(vmenv.AddrB), WithPrivateData([]byte("let me in")))
+	_, err := Dial(ctx, l.Addr().String(), WithSource(vmenv.AddrB), WithPrivateData([]byte("let me in")))
 	var rej *RejectedError
 	if !errors.Is(err, unix.ECONNREFUSED) || !errors.As(err, &rej) {
 		t.Fatalf("Dial to a rejecting listener: %v", err)

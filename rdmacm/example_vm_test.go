@@ -1,8 +1,6 @@
 package rdmacm_test
 
 import (
-	"io"
-	"os"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
@@ -12,25 +10,7 @@ import (
 // it prints (it has no Output comment, since it needs a device).
 func TestExampleVM(t *testing.T) {
 	vmenv.RequireDevice(t, vmenv.RXE0)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	func() {
-		defer func() { os.Stdout = old }()
-		Example()
-	}()
-	w.Close()
-	out := <-done
-	r.Close()
-	if out != "hello\n" {
+	if out := vmenv.CaptureStdout(t, Example); out != "hello\n" {
 		t.Errorf("Example printed %q, want %q", out, "hello\n")
 	}
 }

@@ -20,11 +20,7 @@ import (
 func TestOwnQPVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	ch, err := NewEventChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	ch := newChannel(t)
 	lid, err := ch.CreateID(PortSpaceTCP, 0)
 	if err != nil {
 		t.Fatal(err)
