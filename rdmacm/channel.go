@@ -22,6 +22,9 @@ import (
 // DevicePath is the connection manager's character device.
 const DevicePath = "/dev/infiniband/rdma_cm"
 
+// devicePath is what NewEventChannel opens (tests point it elsewhere).
+var devicePath = DevicePath
+
 // sysfsABI and legacySysfsABI are where the kernel exports the ucma ABI
 // version when netlink does not answer.
 const (
@@ -92,22 +95,22 @@ func NewEventChannel() (*EventChannel, error) {
 		return nil, fmt.Errorf("%w: the kernel speaks %d, this package %d..%d", ErrABIVersion, v,
 			abi.UCMMinABIVersion, abi.UCMMaxABIVersion)
 	}
-	fd, err := unix.Open(DevicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(devicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
-			return nil, fmt.Errorf("rdmacm: open %s: %w: %w", DevicePath, ErrNotLoaded, err)
+			return nil, fmt.Errorf("%w (open %s: %w)", ErrNotLoaded, devicePath, err)
 		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-			return nil, fmt.Errorf("rdmacm: open %s: %w: %s: %w", DevicePath, fs.ErrPermission,
-				devnode.AccessAdvice(DevicePath, "rdma_cm"), err)
+			return nil, fmt.Errorf("rdmacm: open %s: %w: %s: %w", devicePath, fs.ErrPermission,
+				devnode.AccessAdvice(devicePath, "rdma_cm"), err)
 		}
-		return nil, fmt.Errorf("rdmacm: open %s: %w", DevicePath, err)
+		return nil, fmt.Errorf("rdmacm: open %s: %w", devicePath, err)
 	}
-	f := os.NewFile(uintptr(fd), DevicePath)
+	f := os.NewFile(uintptr(fd), devicePath)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("rdmacm: %s: %w", DevicePath, err)
+		return nil, fmt.Errorf("rdmacm: %s: %w", devicePath, err)
 	}
 	ch := &EventChannel{
 		f: f, rc: rc, abi: v,

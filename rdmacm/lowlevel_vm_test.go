@@ -2,7 +2,9 @@ package rdmacm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -158,6 +160,22 @@ func TestOwnQPVM(t *testing.T) {
 	if _, err := child.WaitFor(ctx, EventDisconnected); err != nil {
 		t.Fatal(err)
 	}
+	if err := child.Disconnect(); err != nil { // answers the DREQ
+		t.Fatal(err)
+	}
+	// The IB CM's timewait ends with TIMEWAIT_EXIT while the ID lives.
+	if _, err := child.WaitFor(ctx, EventTimewaitExit); err != nil {
+		t.Fatal(err)
+	}
+	// The dialer has unread events (DISCONNECTED, and TIMEWAIT_EXIT soon):
+	// destroying it does not wait for anyone to read them, and nothing
+	// is delivered after.
+	if err := cid.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cid.Event(ctx); !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("Event after Close: %v", err)
+	}
 }
 
 // TestRDMAReadVM: the listener RDMA-READs the dialer's memory, which needs
@@ -279,4 +297,74 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		}
 		t.Logf("rdma_server: %s", strings.TrimSpace(out.String()))
 	})
+}
+
+// TestIPv6VM listens on the IPv6 unspecified address (which also takes
+// IPv4 requests) and dials it over IPv4, then dials va's IPv6 link-local
+// address with its zone from vb.
+func TestIPv6VM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	l, err := Listen(ctx, "[::]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().Port()
+	if !l.Addr().Addr().Is6() || port == 0 {
+		t.Fatalf("listener address %v", l.Addr())
+	}
+	ll := linkLocal(t, vmenv.NetdevA)
+	for _, tc := range []struct{ dst, src string }{
+		{fmt.Sprintf("%s:%d", vmenv.AddrA, port), vmenv.AddrB},
+		{fmt.Sprintf("[%s%%%s]:%d", ll, vmenv.NetdevB, port), ""},
+	} {
+		got := make(chan *Conn, 1)
+		go func() {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}()
+		var opts []Option
+		if tc.src != "" {
+			opts = append(opts, WithSource(tc.src))
+		}
+		c, err := Dial(ctx, tc.dst, opts...)
+		if err != nil {
+			t.Fatalf("Dial %s: %v", tc.dst, err)
+		}
+		s := <-got
+		if s == nil {
+			t.FailNow()
+		}
+		t.Logf("dialed %s: local %v remote %v; accepted remote %v", tc.dst, c.LocalAddr(), c.RemoteAddr(), s.RemoteAddr())
+		cb, sb := newMsgBuf(t, c, 16), newMsgBuf(t, s, 16)
+		exchange(t, ctx, c, s, cb, sb, "v6")
+		cb.close()
+		sb.close()
+		c.Close()
+		s.Close()
+	}
+}
+
+// linkLocal returns the IPv6 link-local address of a netdev.
+func linkLocal(t *testing.T, ifname string) netip.Addr {
+	t.Helper()
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
+			return p.Addr()
+		}
+	}
+	t.Skipf("%s has no IPv6 link-local address: %v", ifname, addrs)
+	return netip.Addr{}
 }
