@@ -210,7 +210,11 @@ func testAcceptLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go Dial(ctx, l.Addr().String(), append(dopts, WithSource(vmenv.AddrB))...)
+		dialed := make(chan error, 1)
+		go func() {
+			_, err := Dial(ctx, l.Addr().String(), append(dopts, WithSource(vmenv.AddrB))...)
+			dialed <- err
+		}()
 		r, err := l.Request(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -227,6 +231,9 @@ func testAcceptLimits(t *testing.T) {
 		}
 		if err := r.Reject(nil); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("second Request.Reject: %v", err)
+		}
+		if err := <-dialed; !errors.Is(err, unix.ECONNREFUSED) {
+			t.Errorf("the rejected Dial: %v", err)
 		}
 		l.Close()
 	}

@@ -135,6 +135,7 @@ func (ch *EventChannel) Close() error {
 		ch.mu.Unlock()
 		return nil
 	}
+	ch.closed = true // no new IDs; requests arriving now are refused
 	ids := make([]*ID, 0, len(ch.ids))
 	for _, id := range ch.ids {
 		ids = append(ids, id)
@@ -143,9 +144,6 @@ func (ch *EventChannel) Close() error {
 	for _, id := range ids {
 		id.Close()
 	}
-	ch.mu.Lock()
-	ch.closed = true
-	ch.mu.Unlock()
 	err := ch.f.Close()
 	<-ch.done
 	return err

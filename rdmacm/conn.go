@@ -232,6 +232,26 @@ var shared struct {
 	sync.Mutex
 	ch   *EventChannel
 	refs int
+	// devs are the devices the shared channel's IDs opened, kept open
+	// while the channel is (so that a program dialing one connection
+	// after another opens each device once, as librdmacm does).
+	devs map[*device]bool
+}
+
+// holdDevice keeps d open until the shared channel ch closes.
+func holdDevice(ch *EventChannel, d *device) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.ch != ch || shared.devs[d] {
+		return
+	}
+	if shared.devs == nil {
+		shared.devs = make(map[*device]bool)
+	}
+	devices.Lock()
+	d.refs++
+	devices.Unlock()
+	shared.devs[d] = true
 }
 
 func acquireChannel() (*EventChannel, error) {
@@ -268,12 +288,16 @@ func releaseChannel(ch *EventChannel) {
 	}
 	shared.refs--
 	last := shared.refs == 0
+	devs := shared.devs
 	if last {
-		shared.ch = nil
+		shared.ch, shared.devs = nil, nil
 	}
 	shared.Unlock()
 	if last {
 		ch.Close()
+		for d := range devs {
+			d.release()
+		}
 	}
 }
 
