@@ -66,8 +66,15 @@ type EventChannel struct {
 // (RDMA_NLDEV_CMD_GET_CHARDEV "rdma_cm", which also loads rdma_ucm), then
 // sysfs; 4 if neither answers.
 func ABIVersion() (int, error) {
+	v, _, err := lookupABI()
+	return v, err
+}
+
+// lookupABI is ABIVersion, with the device netlink names (nil when the
+// version came from elsewhere).
+func lookupABI() (int, *rdmanl.CharDev, error) {
 	if cd, err := rdmanl.LookupGlobalCharDev(abi.UCMCharDev); err == nil {
-		return int(cd.ABI), nil
+		return int(cd.ABI), &cd, nil
 	}
 	for _, p := range []string{sysfsABI, legacySysfsABI} {
 		b, err := os.ReadFile(p)
@@ -76,18 +83,18 @@ func ABIVersion() (int, error) {
 		}
 		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil {
-			return 0, fmt.Errorf("rdmacm: %s: %q is not a version: %w", p, strings.TrimSpace(string(b)), ErrABIVersion)
+			return 0, nil, fmt.Errorf("rdmacm: %s: %q is not a version: %w", p, strings.TrimSpace(string(b)), ErrABIVersion)
 		}
-		return v, nil
+		return v, nil, nil
 	}
-	return abi.UCMABIVersion, nil
+	return abi.UCMABIVersion, nil, nil
 }
 
 // NewEventChannel opens the connection manager. The errors say what to do:
 // ErrNotLoaded when rdma_ucm is absent, a permission error naming the node's
 // mode and owners, ErrABIVersion for a kernel too old or too new.
 func NewEventChannel() (*EventChannel, error) {
-	v, err := ABIVersion()
+	v, cd, err := lookupABI()
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +113,10 @@ func NewEventChannel() (*EventChannel, error) {
 		}
 		return nil, fmt.Errorf("rdmacm: open %s: %w", devicePath, err)
 	}
+	if err := checkCharDev(fd, cd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("rdmacm: open %s: %w", devicePath, err)
+	}
 	f := os.NewFile(uintptr(fd), devicePath)
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -120,6 +131,26 @@ func NewEventChannel() (*EventChannel, error) {
 	}
 	go ch.readLoop(rc)
 	return ch, nil
+}
+
+// checkCharDev checks that fd is a character device and, when netlink
+// names the connection manager's device number, that one (as rdma-core's
+// open_cdev does).
+func checkCharDev(fd int, cd *rdmanl.CharDev) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("not a character device (mode %#o): %w", st.Mode, unix.ENODEV)
+	}
+	if cd != nil && (cd.Major != 0 || cd.Minor != 0) {
+		if unix.Major(uint64(st.Rdev)) != cd.Major || unix.Minor(uint64(st.Rdev)) != cd.Minor {
+			return fmt.Errorf("device %d:%d, but the kernel's rdma_cm is %d:%d: %w", unix.Major(uint64(st.Rdev)),
+				unix.Minor(uint64(st.Rdev)), cd.Major, cd.Minor, unix.ENODEV)
+		}
+	}
+	return nil
 }
 
 // FD returns the channel's file descriptor, for diagnostics. Reading events

@@ -150,6 +150,19 @@ func WithUD() Option {
 	return func(o *options) error { o.ps = PortSpaceUDP; return nil }
 }
 
+// WithPortSpace sets the port space of Dial and Listen (default
+// PortSpaceTCP; WithUD is PortSpaceUDP). PortSpaceIB carries RC here.
+func WithPortSpace(ps PortSpace) Option {
+	return func(o *options) error {
+		switch ps {
+		case PortSpaceTCP, PortSpaceUDP, PortSpaceIB, PortSpaceIPoIB:
+			o.ps = ps
+			return nil
+		}
+		return fmt.Errorf("WithPortSpace: %v is not a port space: %w", ps, unix.EINVAL)
+	}
+}
+
 // WithSource makes Dial resolve from this local address ("10.99.0.2" or
 // "10.99.0.2:0").
 func WithSource(addr string) Option {

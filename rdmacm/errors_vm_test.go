@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/rdmanl"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -155,5 +156,17 @@ func TestABIVersionVM(t *testing.T) {
 	b, err := os.ReadFile(sysfsABI)
 	if err != nil || strings.TrimSpace(string(b)) != "4" {
 		t.Errorf("%s: %q %v", sysfsABI, b, err)
+	}
+	// Netlink answers for the connection manager with its node's number.
+	cd, err := rdmanl.LookupGlobalCharDev("rdma_cm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(DevicePath, &st); err != nil {
+		t.Fatal(err)
+	}
+	if cd.Name != "rdma_cm" || cd.ABI != 4 || cd.Major != unix.Major(uint64(st.Rdev)) || cd.Minor != unix.Minor(uint64(st.Rdev)) {
+		t.Errorf("netlink chardev %+v, node %d:%d", cd, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	}
 }

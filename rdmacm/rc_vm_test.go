@@ -193,6 +193,20 @@ func TestRCDialAcceptVM(t *testing.T) {
 	}
 }
 
+// TestPortSpaceIBVM connects RC over RDMA_PS_IB (ucmatose -P ib).
+func TestPortSpaceIBVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrB, []Option{WithPortSpace(PortSpaceIB)}, []Option{WithPortSpace(PortSpaceIB)})
+	if cli.ID().PortSpace() != PortSpaceIB || cli.QP().Type() != uverbs.QPTypeRC {
+		t.Fatalf("port space %v, QP %v", cli.ID().PortSpace(), cli.QP().Type())
+	}
+	cb, sb := newMsgBuf(t, cli, 16), newMsgBuf(t, srv, 16)
+	exchange(t, ctx, cli, srv, cb, sb, "ps ib")
+	cb.close()
+	sb.close()
+}
+
 func TestConnRefusedVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
