@@ -188,6 +188,9 @@ var badInputs = []badInput{
 		_, err := e.resolved(PortSpaceTCP).Connect(context.Background(), &ConnParam{ResponderResources: 200})
 		return err
 	}, want: unix.EINVAL, field: "ResponderResources 200"},
+	{name: "Migrate to nil", cm: true, call: func(t *testing.T, e *badEnv) error {
+		return e.fresh(PortSpaceTCP).Migrate(nil)
+	}, want: unix.EINVAL, field: "nil EventChannel"},
 	{name: "Reject private data 149", cm: true, call: func(t *testing.T, e *badEnv) error {
 		return e.fresh(PortSpaceTCP).Reject(make([]byte, 149))
 	}, want: unix.EINVAL, field: "148"},

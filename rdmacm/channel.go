@@ -57,7 +57,6 @@ type EventChannel struct {
 	ids     map[uint64]*ID        // by uid
 	mcs     map[uint64]*Multicast // by uid
 	closed  bool
-	nextUID atomic.Uint64
 	done    chan struct{} // closed when the reader goroutine ends
 	readErr error         // why the reader ended, if not Close
 }
@@ -210,6 +209,11 @@ func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
 	return werr
 }
 
+// nextUID numbers IDs and memberships across every channel of the process
+// (never 0: the kernel drops the events of a uid-0 ID), so that an ID
+// keeps its uid when it migrates to another channel.
+var nextUID atomic.Uint64
+
 // eventHook, if set (by tests), sees every raw GET_EVENT response.
 var eventHook func([]byte)
 
@@ -264,7 +268,7 @@ func (ch *EventChannel) register(id *ID) error {
 	if ch.closed {
 		return errClosed("create id")
 	}
-	id.uid = ch.nextUID.Add(1)
+	id.uid = nextUID.Add(1)
 	ch.ids[id.uid] = id
 	return nil
 }

@@ -368,3 +368,82 @@ func linkLocal(t *testing.T, ifname string) netip.Addr {
 	t.Skipf("%s has no IPv6 link-local address: %v", ifname, addrs)
 	return netip.Addr{}
 }
+
+// TestMigrateVM moves an accepted ID to another channel (ucmatose -m):
+// closing the first channel leaves it alive, and its disconnect arrives on
+// the second.
+func TestMigrateVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	ch1, ch2 := newChannel(t), newChannel(t)
+	lid, err := ch1.CreateID(PortSpaceTCP, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lid.Bind(netip.MustParseAddrPort(vmenv.AddrA + ":0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := lid.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan *Conn, 1)
+	go func() {
+		c, err := Dial(ctx, lid.LocalAddr().String(), WithSource(vmenv.AddrB))
+		if err != nil {
+			t.Error(err)
+		}
+		dialed <- c
+	}()
+	ev, err := lid.WaitFor(ctx, EventConnectRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := ev.ID
+	c, err := child.Context()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	cq, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	if _, err := child.CreateQP(pd, uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWr: 2, MaxRecvWr: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Close()
+	if err := child.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.WaitFor(ctx, EventEstablished); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Migrate(ch2); err != nil {
+		t.Fatal(err)
+	}
+	if child.Channel() != ch2 {
+		t.Fatal("the ID still names its old channel")
+	}
+	if err := ch1.Close(); err != nil { // destroys the listener, not the migrated ID
+		t.Fatal(err)
+	}
+	cli := <-dialed
+	if cli == nil {
+		t.FailNow()
+	}
+	if err := cli.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.WaitFor(ctx, EventDisconnected); err != nil {
+		t.Fatalf("migrated ID: %v", err)
+	}
+	if err := child.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
