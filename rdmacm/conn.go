@@ -646,7 +646,8 @@ func (l *Listener) Close() error {
 	return l.id.Close()
 }
 
-// Request is an incoming connection request: accept or reject it.
+// Request is an incoming connection request: accept or reject it (until
+// then its ID stays open, and the requester waits).
 type Request struct {
 	// ID is the new connection's ID.
 	ID *ID
