@@ -447,3 +447,40 @@ func TestMigrateVM(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestListenAnyIPv4VM listens on 0.0.0.0 (every RDMA device, as rping's
+// server does) and takes a connection on each device's address.
+func TestListenAnyIPv4VM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	l, err := Listen(ctx, ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.Addr().Addr().IsUnspecified() || !l.Addr().Addr().Is4() {
+		t.Errorf("listener address %v", l.Addr())
+	}
+	for _, dst := range []string{vmenv.AddrA, vmenv.AddrB} {
+		got := make(chan *Conn, 1)
+		go func() {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}()
+		c, err := Dial(ctx, fmt.Sprintf("%s:%d", dst, l.Addr().Port()))
+		if err != nil {
+			t.Fatalf("Dial %s: %v", dst, err)
+		}
+		s := <-got
+		if s == nil {
+			t.FailNow()
+		}
+		name, _ := s.ID().DeviceName()
+		t.Logf("%s: accepted on %s", dst, name)
+		c.Close()
+		s.Close()
+	}
+}
