@@ -226,7 +226,7 @@ func (p *perf) connectTCP(ctx context.Context) error {
 			return p.fail(err, "Unable to open file descriptor for socket connection Unable to init the socket connection")
 		}
 	}
-	p.comm = &comm{conn: conn, client: p.isClient(), withGID: p.gidIdx != -1}
+	p.comm = &comm{ch: tcpChannel{conn}, client: p.isClient(), withGID: p.gidIdx != -1}
 	// Abort a blocked exchange when the run is cancelled.
 	context.AfterFunc(ctx, func() { conn.Close() })
 	cycle, line, peerMTU, err := p.comm.prologue(defPageSize, defCacheLine, p.mtu)
@@ -557,7 +557,7 @@ func (p *perf) close() error {
 		}
 	}
 	if p.comm != nil {
-		p.comm.conn.Close()
+		p.comm.ch.close(false)
 	}
 	for _, qp := range p.qps {
 		step(qp.Close(), "destroy QP")
