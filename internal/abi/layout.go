@@ -7,7 +7,7 @@ type Layout struct {
 	// Go is a zero value of the mirroring Go struct.
 	Go any
 	// Module names the kernel module whose BTF carries the struct
-	// (ib_uverbs, rdma_rxe or mlx5_ib).
+	// (ib_uverbs, rdma_rxe, mlx5_ib or rdma_ucm).
 	Module string
 }
 
@@ -87,6 +87,40 @@ var Layouts = []Layout{
 	{"ib_uverbs_destroy_srq_resp", DestroySRQResp{}, "ib_uverbs"},
 	{"ib_uverbs_async_event_desc", AsyncEventDesc{}, "ib_uverbs"},
 	{"ib_uverbs_comp_event_desc", CompEventDesc{}, "ib_uverbs"},
+	{"ib_uverbs_qp_attr", QPAttr{}, "rdma_ucm"},
+	{"rdma_ucm_cmd_hdr", UCMCmdHdr{}, "rdma_ucm"},
+	{"rdma_ucm_create_id", UCMCreateID{}, "rdma_ucm"},
+	{"rdma_ucm_create_id_resp", UCMCreateIDResp{}, "rdma_ucm"},
+	{"rdma_ucm_destroy_id", UCMDestroyID{}, "rdma_ucm"},
+	{"rdma_ucm_destroy_id_resp", UCMDestroyIDResp{}, "rdma_ucm"},
+	{"rdma_ucm_bind_ip", UCMBindIP{}, "rdma_ucm"},
+	{"rdma_ucm_bind", UCMBind{}, "rdma_ucm"},
+	{"rdma_ucm_resolve_ip", UCMResolveIP{}, "rdma_ucm"},
+	{"rdma_ucm_resolve_addr", UCMResolveAddr{}, "rdma_ucm"},
+	{"rdma_ucm_resolve_route", UCMResolveRoute{}, "rdma_ucm"},
+	{"rdma_ucm_query", UCMQuery{}, "rdma_ucm"},
+	{"rdma_ucm_query_addr_resp", UCMQueryAddrResp{}, "rdma_ucm"},
+	{"ib_user_path_rec", IBUserPathRec{}, "rdma_ucm"},
+	{"rdma_ucm_query_route_resp", UCMQueryRouteResp{}, "rdma_ucm"},
+	{"rdma_ucm_query_path_resp", UCMQueryPathResp{}, "rdma_ucm"},
+	{"ib_path_rec_data", IBPathRecData{}, "rdma_ucm"},
+	{"rdma_ucm_conn_param", UCMConnParam{}, "rdma_ucm"},
+	{"rdma_ucm_ud_param", UCMUDParam{}, "rdma_ucm"},
+	{"rdma_ucm_ece", UCMECE{}, "rdma_ucm"},
+	{"rdma_ucm_connect", UCMConnect{}, "rdma_ucm"},
+	{"rdma_ucm_listen", UCMListen{}, "rdma_ucm"},
+	{"rdma_ucm_accept", UCMAccept{}, "rdma_ucm"},
+	{"rdma_ucm_reject", UCMReject{}, "rdma_ucm"},
+	{"rdma_ucm_disconnect", UCMDisconnect{}, "rdma_ucm"},
+	{"rdma_ucm_init_qp_attr", UCMInitQPAttr{}, "rdma_ucm"},
+	{"rdma_ucm_notify", UCMNotify{}, "rdma_ucm"},
+	{"rdma_ucm_join_ip_mcast", UCMJoinIPMcast{}, "rdma_ucm"},
+	{"rdma_ucm_join_mcast", UCMJoinMcast{}, "rdma_ucm"},
+	{"rdma_ucm_get_event", UCMGetEvent{}, "rdma_ucm"},
+	{"rdma_ucm_event_resp", UCMEventResp{}, "rdma_ucm"},
+	{"rdma_ucm_set_option", UCMSetOption{}, "rdma_ucm"},
+	{"rdma_ucm_migrate_id", UCMMigrateID{}, "rdma_ucm"},
+	{"rdma_ucm_migrate_resp", UCMMigrateResp{}, "rdma_ucm"},
 	{"mminfo", MMInfo{}, "rdma_rxe"},
 	{"rxe_create_cq_resp", RXECreateCQResp{}, "rdma_rxe"},
 	{"rxe_resize_cq_resp", RXEResizeCQResp{}, "rdma_rxe"},

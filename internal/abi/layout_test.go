@@ -28,7 +28,7 @@ var offlineBTF embed.FS
 // offlineModules the modules extracted for each.
 var (
 	offlineKernels = []string{"6.1", "6.12"}
-	offlineModules = []string{"ib_uverbs", "ib_core", "rdma_rxe", "mlx5_ib"}
+	offlineModules = []string{"ib_uverbs", "ib_core", "rdma_rxe", "mlx5_ib", "rdma_ucm", "rdma_cm"}
 )
 
 func loadOffline(t *testing.T, kernel, module string) *btf.Spec {
@@ -314,7 +314,7 @@ func TestLayoutsMissingStruct(t *testing.T) {
 
 // TestLayoutsTable checks the table itself: known modules, no duplicates.
 func TestLayoutsTable(t *testing.T) {
-	modules := map[string]bool{"ib_uverbs": true, "rdma_rxe": true, "mlx5_ib": true, "ib_core": true}
+	modules := map[string]bool{"ib_uverbs": true, "rdma_rxe": true, "mlx5_ib": true, "ib_core": true, "rdma_ucm": true}
 	seen := make(map[string]bool)
 	for _, l := range abi.Layouts {
 		if !modules[l.Module] {

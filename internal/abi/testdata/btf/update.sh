@@ -15,7 +15,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here" && git rev-parse --show-toplevel)
 debs=${GOVERBS_VM_CACHE:-$HOME/.cache/goverbs-vm}/debs
-modules=ib_uverbs,ib_core,rdma_rxe,mlx5_ib
+modules=ib_uverbs,ib_core,rdma_rxe,mlx5_ib,rdma_ucm,rdma_cm
 
 # metapackage for each kernel line; the exact image package is resolved from
 # it, never globbed (a glob matches every version in the archive).
@@ -83,7 +83,7 @@ extract() {
 	# several hundred MB of modules. (Same content as dpkg-deb -x.)
 	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work" --wildcards \
 		'./boot/vmlinuz-*' \
-		'*/ib_uverbs.ko*' '*/ib_core.ko*' '*/rdma_rxe.ko*' '*/mlx5_ib.ko*'
+		'*/ib_uverbs.ko*' '*/ib_core.ko*' '*/rdma_rxe.ko*' '*/mlx5_ib.ko*' '*/rdma_ucm.ko*' '*/rdma_cm.ko*'
 	vmlinuz=$(ls "$work"/boot/vmlinuz-*)
 	release=${vmlinuz##*/vmlinuz-}
 
@@ -144,7 +144,7 @@ on a Debian 12 machine with bookworm-security in its apt sources, dpkg-deb,
 xz and Go. The script resolves the package, downloads it with
 \`apt-get download\` into \`\${GOVERBS_VM_CACHE:-\$HOME/.cache/goverbs-vm}/debs\`
 (reusing a .deb already there, signed or \`-unsigned\`), unpacks vmlinuz and
-the modules ib_uverbs, ib_core, rdma_rxe and mlx5_ib, and runs
+the modules ib_uverbs, ib_core, rdma_rxe, mlx5_ib, rdma_ucm and rdma_cm, and runs
 \`go run ./internal/abi/cmd/btfextract\`, which finds vmlinux in the bzImage
 payload (boot protocol header), reads the \`.BTF\` sections and writes the blobs.
 Then run \`go test ./internal/abi/\`: a new kernel may have grown a struct.
