@@ -65,7 +65,27 @@ func (c *Conn) Devices() ([]Device, error) {
 // offers for the device with the given index (RDMA_NLDEV_CMD_GET_CHARDEV).
 func (c *Conn) CharDev(index uint32, typ string) (CharDev, error) {
 	attrs := AppendU32Attr(nil, RDMA_NLDEV_ATTR_DEV_INDEX, index)
-	attrs = AppendStringAttr(attrs, RDMA_NLDEV_ATTR_CHARDEV_TYPE, typ)
+	return c.charDev(AppendStringAttr(attrs, RDMA_NLDEV_ATTR_CHARDEV_TYPE, typ), typ)
+}
+
+// GlobalCharDev asks which character device a kernel client offers that
+// belongs to no device (the connection manager's "rdma_cm"). Asking loads
+// the client's module, as the kernel requests it by its alias.
+func (c *Conn) GlobalCharDev(typ string) (CharDev, error) {
+	return c.charDev(AppendStringAttr(nil, RDMA_NLDEV_ATTR_CHARDEV_TYPE, typ), typ)
+}
+
+// LookupGlobalCharDev is GlobalCharDev on a connection of its own.
+func LookupGlobalCharDev(typ string) (CharDev, error) {
+	c, err := Dial()
+	if err != nil {
+		return CharDev{}, err
+	}
+	defer c.Close()
+	return c.GlobalCharDev(typ)
+}
+
+func (c *Conn) charDev(attrs []byte, typ string) (CharDev, error) {
 	var cd CharDev
 	got := false
 	op := "get chardev " + typ

@@ -1,0 +1,337 @@
+package rdmacm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/devnode"
+	"github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// DevicePath is the connection manager's character device.
+const DevicePath = "/dev/infiniband/rdma_cm"
+
+// sysfsABI and legacySysfsABI are where the kernel exports the ucma ABI
+// version when netlink does not answer.
+const (
+	sysfsABI       = "/sys/class/misc/rdma_cm/abi_version"
+	legacySysfsABI = "/sys/class/infiniband_ucma/abi_version"
+)
+
+// ErrNotLoaded reports that the kernel's connection manager (module
+// rdma_ucm) is not loaded: /dev/infiniband/rdma_cm does not exist.
+var ErrNotLoaded = errors.New("rdmacm: the kernel connection manager is not loaded (no " + DevicePath +
+	"; run `modprobe rdma_ucm`, or install rdma-core, which loads it at boot)")
+
+// ErrABIVersion reports a kernel whose ucma ABI this package does not speak.
+var ErrABIVersion = errors.New("rdmacm: unsupported rdma_cm ABI version")
+
+// EventChannel is an open /dev/infiniband/rdma_cm: the IDs created on it and
+// the events the kernel reports for them (librdmacm's
+// rdma_event_channel). A goroutine parked on the Go netpoller reads the
+// events and hands each to the queue of its ID, so events are never left
+// unacknowledged in the kernel and destroying an ID never waits for anyone.
+//
+// Closing the channel destroys every ID still on it. An EventChannel is
+// safe for concurrent use.
+type EventChannel struct {
+	f   *os.File
+	rc  interface{ Control(func(fd uintptr)) error }
+	abi int
+
+	mu      sync.Mutex
+	ids     map[uint64]*ID        // by uid
+	mcs     map[uint64]*Multicast // by uid
+	closed  bool
+	nextUID atomic.Uint64
+	done    chan struct{} // closed when the reader goroutine ends
+	readErr error         // why the reader ended, if not Close
+}
+
+// ABIVersion reads the kernel's ucma ABI version as librdmacm does: netlink
+// (RDMA_NLDEV_CMD_GET_CHARDEV "rdma_cm", which also loads rdma_ucm), then
+// sysfs; 4 if neither answers.
+func ABIVersion() (int, error) {
+	if cd, err := rdmanl.LookupGlobalCharDev(abi.UCMCharDev); err == nil {
+		return int(cd.ABI), nil
+	}
+	for _, p := range []string{sysfsABI, legacySysfsABI} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return 0, fmt.Errorf("rdmacm: %s: %q is not a version: %w", p, strings.TrimSpace(string(b)), ErrABIVersion)
+		}
+		return v, nil
+	}
+	return abi.UCMABIVersion, nil
+}
+
+// NewEventChannel opens the connection manager. The errors say what to do:
+// ErrNotLoaded when rdma_ucm is absent, a permission error naming the node's
+// mode and owners, ErrABIVersion for a kernel too old or too new.
+func NewEventChannel() (*EventChannel, error) {
+	v, err := ABIVersion()
+	if err != nil {
+		return nil, err
+	}
+	if v < abi.UCMMinABIVersion || v > abi.UCMMaxABIVersion {
+		return nil, fmt.Errorf("%w: the kernel speaks %d, this package %d..%d", ErrABIVersion, v,
+			abi.UCMMinABIVersion, abi.UCMMaxABIVersion)
+	}
+	fd, err := unix.Open(DevicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
+			return nil, fmt.Errorf("rdmacm: open %s: %w: %w", DevicePath, ErrNotLoaded, err)
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+			return nil, fmt.Errorf("rdmacm: open %s: %w: %s: %w", DevicePath, fs.ErrPermission,
+				devnode.AccessAdvice(DevicePath, "rdma_cm"), err)
+		}
+		return nil, fmt.Errorf("rdmacm: open %s: %w", DevicePath, err)
+	}
+	f := os.NewFile(uintptr(fd), DevicePath)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rdmacm: %s: %w", DevicePath, err)
+	}
+	ch := &EventChannel{
+		f: f, rc: rc, abi: v,
+		ids:  make(map[uint64]*ID),
+		mcs:  make(map[uint64]*Multicast),
+		done: make(chan struct{}),
+	}
+	go ch.readLoop(rc)
+	return ch, nil
+}
+
+// FD returns the channel's file descriptor, for diagnostics. Reading events
+// from it directly would steal them from the channel's IDs.
+func (ch *EventChannel) FD() int { return int(ch.f.Fd()) }
+
+// Close destroys every ID and multicast membership still on the channel
+// (the kernel does so when the file closes) and stops its reader. It is
+// idempotent. QPs created through an ID are destroyed with it.
+func (ch *EventChannel) Close() error {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return nil
+	}
+	ids := make([]*ID, 0, len(ch.ids))
+	for _, id := range ch.ids {
+		ids = append(ids, id)
+	}
+	ch.mu.Unlock()
+	for _, id := range ids {
+		id.Close()
+	}
+	ch.mu.Lock()
+	ch.closed = true
+	ch.mu.Unlock()
+	err := ch.f.Close()
+	<-ch.done
+	return err
+}
+
+// errClosed is returned by every operation on a closed channel or ID.
+func errClosed(what string) error { return fmt.Errorf("rdmacm: %s: %w", what, uverbs.ErrClosed) }
+
+// write sends one ucma command: the header and the request struct in one
+// write(2), as the kernel's ucma_write expects. out is the size of the
+// response the request's Response field points to (0 for none); the caller
+// keeps that buffer alive across the call.
+func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
+	size := unsafe.Sizeof(*req)
+	buf := make([]byte, 8+size)
+	*(*abi.UCMCmdHdr)(unsafe.Pointer(&buf[0])) = abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
+	copy(buf[8:], unsafe.Slice((*byte)(unsafe.Pointer(req)), size))
+	var werr error
+	err := ch.rc.Control(func(fd uintptr) {
+		for {
+			_, werr = unix.Write(int(fd), buf)
+			if werr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return uverbs.ErrClosed
+	}
+	if tracing {
+		fmt.Fprintf(os.Stderr, "rdmacm: cmd %d (%d bytes in, %d out): %v\n", cmd, size, out, werr)
+	}
+	return werr
+}
+
+// tracing logs every command and event to stderr (GOVERBS_TRACE=1).
+var tracing = os.Getenv("GOVERBS_TRACE") == "1"
+
+// readLoop reads every event of the channel, parked on the netpoller while
+// the kernel has none, and delivers each to its ID until the file closes.
+func (ch *EventChannel) readLoop(rc interface {
+	Read(func(fd uintptr) bool) error
+}) {
+	defer close(ch.done)
+	resp := onHeap[[abi.UCMMaxEventResp]byte]()
+	req := &abi.UCMGetEvent{Response: uint64(uintptr(unsafe.Pointer(resp)))}
+	size := unsafe.Sizeof(*req)
+	buf := make([]byte, 8+size)
+	*(*abi.UCMCmdHdr)(unsafe.Pointer(&buf[0])) = abi.UCMCmdHdr{Cmd: abi.UCMCmdGetEvent, In: uint16(size), Out: abi.UCMMaxEventResp}
+	copy(buf[8:], unsafe.Slice((*byte)(unsafe.Pointer(req)), size))
+	for {
+		var werr error
+		err := rc.Read(func(fd uintptr) bool {
+			_, werr = unix.Write(int(fd), buf)
+			return werr != unix.EAGAIN && werr != unix.EINTR
+		})
+		if err != nil {
+			return // closed
+		}
+		if werr != nil {
+			ch.mu.Lock()
+			ch.readErr = werr
+			ch.mu.Unlock()
+			return
+		}
+		ev, err := parseEvent(resp[:])
+		if err != nil {
+			continue // not reachable with a 336-byte buffer
+		}
+		if tracing {
+			fmt.Fprintf(os.Stderr, "rdmacm: event %v status %d uid %d handle %d\n", ev.typ, ev.status, ev.uid, ev.handle)
+		}
+		ch.deliver(ev)
+	}
+}
+
+// register gives id a fresh non-zero uid and lists it.
+func (ch *EventChannel) register(id *ID) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return errClosed("create id")
+	}
+	id.uid = ch.nextUID.Add(1)
+	ch.ids[id.uid] = id
+	return nil
+}
+
+func (ch *EventChannel) unregister(id *ID) {
+	ch.mu.Lock()
+	delete(ch.ids, id.uid)
+	ch.mu.Unlock()
+}
+
+// deliver hands a kernel event to the queue of its ID. A CONNECT_REQUEST
+// makes the new connection's ID; one that arrives for a listener already
+// gone is destroyed, which refuses the peer.
+func (ch *EventChannel) deliver(r rawEvent) {
+	ev := Event{Type: r.typ, Status: int(r.status), ECE: r.ece}
+	ch.mu.Lock()
+	if r.typ == EventConnectRequest {
+		l := ch.ids[r.uid]
+		if l == nil || ch.closed {
+			ch.mu.Unlock()
+			ch.destroyHandle(r.handle)
+			return
+		}
+		child := ch.newChild(l, r.handle)
+		ch.mu.Unlock()
+		if l.sharedChan {
+			child.sharedChan = retainChannel(ch)
+		}
+		ev.ID, ev.Listener = child, l
+		child.fillParams(&ev, &r)
+		child.reqResp, child.reqInit = r.conn.ResponderResources, r.conn.InitiatorDepth
+		if !l.push(ev) {
+			child.Close()
+		}
+		return
+	}
+	if mc := ch.mcs[r.uid]; mc != nil {
+		ch.mu.Unlock()
+		ev.ID, ev.Multicast = mc.id, mc
+		ud := r.ud
+		ev.UD = &ud
+		ev.Param.PrivateData = r.udPriv
+		mc.id.push(ev)
+		return
+	}
+	id := ch.ids[r.uid]
+	ch.mu.Unlock()
+	if id == nil {
+		return // destroyed meanwhile
+	}
+	ev.ID = id
+	id.fillParams(&ev, &r)
+	switch r.typ {
+	case EventDisconnected:
+		if qp := id.QP(); qp != nil {
+			qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+		}
+	case EventDeviceRemoval:
+		id.mu.Lock()
+		id.removed = true
+		dev, qp := id.dev, id.qp
+		id.mu.Unlock()
+		if qp != nil {
+			qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+		}
+		if dev != nil {
+			dev.markRemoved()
+		}
+	}
+	id.push(ev)
+}
+
+// fillParams copies the view of the event's parameter union that fits the
+// ID's QP type.
+func (id *ID) fillParams(ev *Event, r *rawEvent) {
+	if id.qpType == uverbs.QPTypeUD {
+		ev.Param.PrivateData = r.udPriv
+		if r.typ == EventEstablished {
+			ud := r.ud
+			ev.UD = &ud
+			ev.Param.QPNum, ev.Param.QKey = ud.QPNum, ud.QKey
+		}
+		return
+	}
+	ev.Param = r.conn
+}
+
+// destroyHandle destroys a kernel ID the channel has no ID for.
+func (ch *EventChannel) destroyHandle(handle uint32) {
+	resp := onHeap[abi.UCMDestroyIDResp]()
+	write(ch, abi.UCMCmdDestroyID, &abi.UCMDestroyID{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: handle}, unsafe.Sizeof(*resp))
+	keepAlive(resp)
+}
+
+// stopped returns why the channel's reader ended, or nil while it runs.
+func (ch *EventChannel) stopped() error {
+	select {
+	case <-ch.done:
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if ch.readErr != nil {
+			return fmt.Errorf("rdmacm: get event: %w", ch.readErr)
+		}
+		return errClosed("get event")
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,149 @@
+package rdmacm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Multicast is a UD ID's membership of a multicast group.
+type Multicast struct {
+	id       *ID
+	uid      uint64
+	handle   uint32
+	group    netip.Addr
+	sendOnly bool
+	ud       UDParam
+	attached bool
+	left     bool
+}
+
+// JoinMulticast joins the multicast group (an IPv4 group on RoCE v2) on a
+// UD ID that resolved or bound an address, and waits for MULTICAST_JOIN.
+// Unless sendOnly, the ID's QP (CreateQP) is attached to the group so it
+// receives the group's datagrams. Send to the group with an AH from
+// UD().AH, remote QPN UD().QPNum (0xFFFFFF) and Q_Key UD().QKey.
+func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool) (*Multicast, error) {
+	const op = "join multicast"
+	if err := id.use(op); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("rdmacm: %s: nil context: %w", op, unix.EINVAL)
+	}
+	if id.qpType != uverbs.QPTypeUD {
+		return nil, fmt.Errorf("rdmacm: %s: the ID is %v; multicast needs a UD ID (PortSpaceUDP): %w", op, id.qpType, unix.EINVAL)
+	}
+	if !group.IsMulticast() {
+		return nil, fmt.Errorf("rdmacm: %s: group %v is not a multicast address: %w", op, group, unix.EINVAL)
+	}
+	mc := &Multicast{id: id, group: group, sendOnly: sendOnly}
+	resp := onHeap[abi.UCMCreateIDResp]()
+	req := &abi.UCMJoinMcast{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle}
+	n, err := putSockaddr(req.Addr[:], netip.AddrPortFrom(group, 0), "group")
+	if err != nil {
+		return nil, fmt.Errorf("rdmacm: %s: %w", op, err)
+	}
+	req.AddrSize = uint16(n)
+	if sendOnly {
+		req.JoinFlags = abi.MCJoinSendOnlyFullMember
+	}
+	id.ch.mu.Lock()
+	mc.uid = id.ch.nextUID.Add(1)
+	id.ch.mcs[mc.uid] = mc
+	id.ch.mu.Unlock()
+	req.UID = mc.uid
+	err = write(id.ch, abi.UCMCmdJoinMcast, req, unsafe.Sizeof(*resp))
+	mc.handle = resp.ID
+	keepAlive(resp)
+	if err != nil {
+		id.ch.mu.Lock()
+		delete(id.ch.mcs, mc.uid)
+		id.ch.mu.Unlock()
+		return nil, addrErr(op, group, err)
+	}
+	id.mu.Lock()
+	id.mcs = append(id.mcs, mc)
+	id.mu.Unlock()
+	ev, err := id.next(ctx, op, func(ev Event) bool {
+		return ev.Multicast == mc && (ev.Type == EventMulticastJoin || ev.Type == EventMulticastError)
+	})
+	if err == nil && ev.Type == EventMulticastError {
+		err = fmt.Errorf("rdmacm: %s %v: %w", op, group, ev.Err())
+	}
+	if err == nil {
+		mc.ud = *ev.UD
+		if qp := id.QP(); qp != nil && !sendOnly {
+			if err = qp.AttachMulticast(mc.ud.AH.GRH.DGID, mc.ud.AH.DLID); err == nil {
+				mc.attached = true
+			} else {
+				err = fmt.Errorf("rdmacm: %s %v: attach QP %d: %w", op, group, qp.QPN(), err)
+			}
+		}
+	}
+	if err != nil {
+		mc.Leave()
+		return nil, err
+	}
+	return mc, nil
+}
+
+// Group returns the multicast group's IP address.
+func (mc *Multicast) Group() netip.Addr { return mc.group }
+
+// UD returns what MULTICAST_JOIN reported: QPNum 0xFFFFFF, the group's
+// Q_Key, and the address vector (DGID = the group's MGID) for an AH.
+func (mc *Multicast) UD() UDParam { return mc.ud }
+
+// MGID returns the group's multicast GID.
+func (mc *Multicast) MGID() uverbs.GID { return mc.ud.AH.GRH.DGID }
+
+// Leave detaches the ID's QP from the group and leaves it. Closing the ID
+// leaves every group. Leave is idempotent.
+func (mc *Multicast) Leave() error {
+	if mc == nil {
+		return nil
+	}
+	id := mc.id
+	id.mu.Lock()
+	for i, m := range id.mcs {
+		if m == mc {
+			id.mcs = append(id.mcs[:i:i], id.mcs[i+1:]...)
+			break
+		}
+	}
+	qp := id.qp
+	id.mu.Unlock()
+	return mc.leave(qp)
+}
+
+func (mc *Multicast) leave(qp *uverbs.QP) error {
+	if mc.left {
+		return nil
+	}
+	mc.left = true
+	var errs []error
+	if mc.attached && qp != nil {
+		if err := qp.DetachMulticast(mc.ud.AH.GRH.DGID, mc.ud.AH.DLID); err != nil && !errors.Is(err, uverbs.ErrDeviceRemoved) {
+			errs = append(errs, fmt.Errorf("rdmacm: leave multicast %v: detach: %w", mc.group, err))
+		}
+	}
+	resp := onHeap[abi.UCMDestroyIDResp]()
+	err := write(mc.id.ch, abi.UCMCmdLeaveMcast, &abi.UCMDestroyID{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: mc.handle},
+		unsafe.Sizeof(*resp))
+	keepAlive(resp)
+	if err != nil && !errors.Is(err, uverbs.ErrClosed) {
+		errs = append(errs, cmdErr("leave multicast", err))
+	}
+	mc.id.ch.mu.Lock()
+	delete(mc.id.ch.mcs, mc.uid)
+	mc.id.ch.mu.Unlock()
+	return errors.Join(errs...)
+}

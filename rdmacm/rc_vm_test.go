@@ -1,0 +1,178 @@
+package rdmacm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// requireCM skips outside the VM and fails inside it when the connection
+// manager is missing.
+func requireCM(t testing.TB) {
+	t.Helper()
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	vmenv.RequireDevice(t, vmenv.RXE1)
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// msgBuf is a registered buffer of a connection.
+type msgBuf struct {
+	buf *uverbs.Buffer
+	mr  *uverbs.MR
+}
+
+func newMsgBuf(t testing.TB, c *Conn, n int) *msgBuf {
+	t.Helper()
+	b, err := uverbs.AllocBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := c.PD().RegisterBuffer(b, 0, n, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteWrite)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	m := &msgBuf{b, mr}
+	t.Cleanup(m.close)
+	return m
+}
+
+// close frees the buffer; the connection's PD can be freed only after.
+func (m *msgBuf) close() { m.mr.Close(); m.buf.Close() }
+
+func (m *msgBuf) sge(n int) []uverbs.SGE {
+	return []uverbs.SGE{{Addr: uint64(m.buf.Addr()), Length: uint32(n), Lkey: m.mr.Lkey()}}
+}
+
+// pollOne waits (polling, with a deadline) for one completion on cq.
+func pollOne(ctx context.Context, cq *uverbs.CQ) (uverbs.WC, error) {
+	wc := make([]uverbs.WC, 1)
+	for {
+		n, err := cq.Poll(wc)
+		if err != nil {
+			return uverbs.WC{}, err
+		}
+		if n == 1 {
+			return wc[0], nil
+		}
+		if ctx.Err() != nil {
+			return uverbs.WC{}, ctx.Err()
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// exchange sends msg from a to b with SEND/RECV and checks it arrives.
+func exchange(t testing.TB, ctx context.Context, a, b *Conn, ab, bb *msgBuf, msg string) {
+	t.Helper()
+	if err := b.QP().PostRecv([]uverbs.RecvWR{{ID: 1, SGL: bb.sge(len(bb.buf.Bytes()))}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(ab.buf.Bytes(), msg)
+	if err := a.QP().PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: ab.sge(len(msg))}}); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := pollOne(ctx, b.RecvCQ())
+	if err != nil || wc.Status != 0 {
+		t.Fatalf("receive: %v %+v", err, wc)
+	}
+	if got := string(bb.buf.Bytes()[:wc.ByteLen]); got != msg {
+		t.Fatalf("received %q, want %q", got, msg)
+	}
+	if wc, err := pollOne(ctx, a.SendCQ()); err != nil || wc.Status != 0 {
+		t.Fatalf("send completion: %v %+v", err, wc)
+	}
+}
+
+// pair dials from src to the listener and returns both ends.
+func pair(t testing.TB, ctx context.Context, listen, dialFrom string, dialOpts, acceptOpts []Option) (*Conn, *Conn) {
+	t.Helper()
+	l, err := Listen(ctx, listen+":0", acceptOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		ch <- res{c, err}
+	}()
+	addr := fmt.Sprintf("%s:%d", listen, l.Addr().Port())
+	cli, err := Dial(ctx, addr, append([]Option{WithSource(dialFrom)}, dialOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		cli.Close()
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { cli.Close(); r.c.Close() })
+	return cli, r.c
+}
+
+func TestRCDialAcceptVM(t *testing.T) {
+	requireCM(t)
+	for _, tc := range []struct{ name, listen, from string }{
+		{"veth", vmenv.AddrA, vmenv.AddrB},
+		{"same-address", vmenv.AddrA, vmenv.AddrA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t, 60*time.Second)
+			req := []byte("hello from the client")
+			rep := []byte("hello from the server")
+			cli, srv := pair(t, ctx, tc.listen, tc.from, []Option{WithPrivateData(req)}, []Option{WithPrivateData(rep)})
+			if got := srv.PrivateData(); len(got) != MaxConnectPrivateDataRC || !bytes.HasPrefix(got, req) {
+				t.Errorf("server saw private data %q (len %d), want %q zero-padded to %d", got, len(got), req, MaxConnectPrivateDataRC)
+			}
+			if got := cli.PrivateData(); len(got) != MaxAcceptPrivateDataRC || !bytes.HasPrefix(got, rep) {
+				t.Errorf("client saw private data %q (len %d), want %q zero-padded to %d", got, len(got), rep, MaxAcceptPrivateDataRC)
+			}
+			if s := cli.QP().State(); s != uverbs.QPStateRTS {
+				t.Errorf("client QP in %v", s)
+			}
+			cb, sb := newMsgBuf(t, cli, 64), newMsgBuf(t, srv, 64)
+			exchange(t, ctx, cli, srv, cb, sb, "ping")
+			exchange(t, ctx, srv, cli, sb, cb, "pong")
+			cb.close()
+			sb.close()
+			if err := cli.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.WaitDisconnect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := cli.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+func TestConnRefusedVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	_, err := Dial(ctx, vmenv.AddrA+":7999", WithSource(vmenv.AddrB))
+	var rej *RejectedError
+	if !errors.Is(err, unix.ECONNREFUSED) || !errors.As(err, &rej) || !rej.NobodyListening() {
+		t.Fatalf("Dial to a port nobody listens on: %v, want ECONNREFUSED with reason 8", err)
+	}
+	t.Log(err)
+}
