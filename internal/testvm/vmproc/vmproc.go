@@ -4,6 +4,7 @@
 package vmproc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -58,4 +59,29 @@ func ExitCode(err error) (code int, note string) {
 	default:
 		return -1, fmt.Sprintf("\n[test: %v]", err)
 	}
+}
+
+// CMListening reports whether an rdma_cm ID listens on port in port space
+// ps ("TCP" or "UDP"), from iproute2's `rdma resource show cm_id`: rdma_cm
+// listeners have no socket for Listening to find.
+func CMListening(ps string, port int) bool {
+	out, err := exec.Command("rdma", "-j", "resource", "show", "cm_id").Output()
+	if err != nil {
+		return false
+	}
+	var ids []struct {
+		State   string `json:"state"`
+		PS      string `json:"ps"`
+		SrcAddr string `json:"src-addr"`
+	}
+	if json.Unmarshal(out, &ids) != nil {
+		return false
+	}
+	suffix := fmt.Sprintf(":%d", port)
+	for _, id := range ids {
+		if id.State == "LISTEN" && id.PS == ps && strings.HasSuffix(id.SrcAddr, suffix) {
+			return true
+		}
+	}
+	return false
 }
