@@ -291,6 +291,8 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"ibperf", "write_lat", "-N"}, "-N"},
 		{[]string{"ibperf", "write_lat", "-c", "UD"}, ""},
 		{[]string{"ibperf", "read_bw", "-c", "UC"}, ""},
+		{[]string{"ibperf", "write_bw", "-R", "-c", "UC"}, "-R"},
+		{[]string{"ibperf", "write_bw", "-z"}, "-z"},
 		{[]string{"ibperf", "write_lat", "a", "b"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,9 +141,16 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 		ready = func(net.Addr) { close(up) }
 	}
 	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
+	// With -R the peers meet through rdma_cm, at the address of the
+	// server's device (rxe0's); the server listens on an rdma_cm ID.
+	rdmaCM := slices.Contains(tc.args, "-R")
+	serverAddr := "127.0.0.1"
+	if rdmaCM {
+		serverAddr = vmenv.AddrA
+	}
 	if !tc.server.goSide {
 		go func() {
-			for ctx.Err() == nil && !vmproc.Listening(port) {
+			for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			close(up)
@@ -153,7 +161,7 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	case srv = <-srvDone:
 		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
 	}
-	cli = <-tc.client.start(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
+	cli = <-tc.client.start(ctx, t, tc.test, append(common, serverAddr), nil)
 	srv = <-srvDone
 	return srv, cli
 }
@@ -173,11 +181,6 @@ func requireVM(t *testing.T) {
 // printed addresses must be what the other printed as remote.
 func TestInteropVM(t *testing.T) {
 	requireVM(t)
-	goSide, cSide := side{goSide: true}, side{}
-	type variant struct {
-		test string
-		args []string
-	}
 	var variants []variant
 	for _, tn := range []string{"write_lat", "send_lat", "read_lat", "atomic_lat"} {
 		variants = append(variants, variant{tn, []string{"-n", "200"}})
@@ -207,6 +210,24 @@ func TestInteropVM(t *testing.T) {
 		variant{"send_lat", []string{"-D", "2"}},
 		variant{"write_bw", []string{"-D", "3", "-f", "1", "-s", "64"}},
 	)
+	runVariants(t, variants)
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+// variant is a test and its options.
+type variant struct {
+	test string
+	args []string
+}
+
+// runVariants runs each variant with perftest in both roles and against
+// itself: both sides must finish, the client must report a row with the
+// iterations asked for, and each side's printed addresses must be what
+// the other printed as remote.
+func runVariants(t *testing.T, variants []variant) {
+	goSide, cSide := side{goSide: true}, side{}
 	for _, v := range variants {
 		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
 			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
@@ -257,6 +278,25 @@ func TestInteropVM(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestInteropRDMACMVM runs perftest's rdma_cm mode (-R): the exchange over
+// an rdma_cm connection and the test QPs connected by rdma_cm, RC and UD,
+// against perftest in both roles and against itself.
+func TestInteropRDMACMVM(t *testing.T) {
+	requireVM(t)
+	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err != nil {
+		t.Fatalf("inside the test VM without the connection manager: %v", err)
+	}
+	runVariants(t, []variant{
+		{"write_lat", []string{"-R", "-n", "200"}},
+		{"send_lat", []string{"-R", "-n", "200"}},
+		{"write_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-c", "UD", "-s", "512"}},
+		{"send_lat", []string{"-R", "-n", "200", "-c", "UD"}},
+		{"read_lat", []string{"-R", "-n", "200"}},
+	})
 	if n := deviceFDs(); n != 0 {
 		t.Errorf("%d uverbs file descriptors open after the runs", n)
 	}

@@ -16,6 +16,7 @@ import (
 // The states rping names in its "wait for <state> state <n>" lines (enum
 // test_state, counted from IDLE = 1).
 const (
+	stateRouteResolved     = 4
 	stateConnected         = 5
 	stateRDMAReadAdv       = 6
 	stateRDMAReadComplete  = 7
@@ -443,8 +444,10 @@ func (r *pinger) runClient(ctx context.Context, ch *rdmacm.EventChannel) error {
 	defer c.close()
 	if ev, err := id.Connect(c.ctx, c.connParam()); err != nil {
 		if ev.Type != 0 {
+			// rping's cm thread reports the event and exits; its main
+			// thread, woken first, has time for its own two lines.
 			msg := fmt.Sprintf("cma event %s, error %d", ev.Type, ev.Status)
-			r.printf(r.stderr, "%s\n", msg)
+			r.printf(r.stderr, "%s\nwait for CONNECTED state %d\nconnect error %d\n", msg, stateRouteResolved, -1)
 			return &fatalEvent{msg}
 		}
 		r.printf(r.stderr, "rdma_connect: %v\n", err)
