@@ -349,14 +349,23 @@ func (t *cmTest) closeIDs() {
 // handshake, the test connections (whose first brings the PD, buffer, MR
 // and CQs up on the connection's device), and another handshake.
 func (p *perf) createResourcesCM(ctx context.Context) error {
-	if err := p.sync0(); err != nil {
-		return p.fail(err, "Failed to sync between client and server before creating RDMA CM connection.")
-	}
 	ch, err := rdmacm.NewEventChannel()
 	if err != nil {
 		return p.fail(err, "Failed to create RDMA CM event channel.")
 	}
 	p.cm = &cmTest{ch: ch, udQkey: defQkey}
+	if !p.isClient() {
+		// The server listens before the handshake that lets the client
+		// connect (perftest's server listens after it, and a client that
+		// connects first is refused and retries): a client never finds
+		// the port closed.
+		if err := p.cmListen(); err != nil {
+			return p.fail(err, "Failed to create RDMA CM connection.")
+		}
+	}
+	if err := p.sync0(); err != nil {
+		return p.fail(err, "Failed to sync between client and server before creating RDMA CM connection.")
+	}
 	if p.isClient() {
 		err = p.cmTestClient(ctx)
 	} else {
@@ -520,22 +529,35 @@ func (p *perf) sendQPN(ctx context.Context, i int) error {
 	return nil
 }
 
-// cmTestServer is rdma_cm_server_connection: listen on the port again, take
-// one request per QP (the first brings the resources up), accept each with
-// its QP and close the listener.
-func (p *perf) cmTestServer(ctx context.Context) error {
-	c := p.cfg
+// cmListen is the start of rdma_cm_server_connection: listen on the port
+// again, on any address.
+func (p *perf) cmListen() error {
 	l, err := p.cm.ch.CreateID(p.portSpace(), 0)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.tcpPort))); err != nil {
+	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(p.cfg.tcpPort))); err != nil {
+		l.Close()
 		return fmt.Errorf("Failed to bind RDMA CM address on the server.: %w", err)
 	}
-	if err := l.Listen(c.numQPs); err != nil {
+	if err := l.Listen(p.cfg.numQPs); err != nil {
+		l.Close()
 		return fmt.Errorf("Failed to listen on RDMA CM server listen ID.: %w", err)
 	}
+	p.cm.listener = l
+	return nil
+}
+
+// cmTestServer is the rest of rdma_cm_server_connection: take
+// one request per QP (the first brings the resources up), accept each with
+// its QP and close the listener.
+func (p *perf) cmTestServer(ctx context.Context) error {
+	c := p.cfg
+	l := p.cm.listener
+	defer func() {
+		l.Close()
+		p.cm.listener = nil
+	}()
 	for i := 0; i < c.numQPs; i++ {
 		ev, err := l.WaitFor(ctx, rdmacm.EventConnectRequest)
 		if err != nil {
@@ -631,6 +653,9 @@ func (p *perf) closeCM() {
 		id.Close()
 	}
 	t.ids = nil
+	if t.listener != nil {
+		t.listener.Close()
+	}
 	t.ch.Close()
 	p.cm = nil
 }
