@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -50,22 +49,9 @@ func (s side) start(ctx context.Context, t *testing.T, name string, args []strin
 		}()
 		return done
 	}
-	tool, err := exec.LookPath("ib_" + name)
-	if err != nil {
-		t.Fatalf("inside the test VM without perftest's ib_%s: %v", name, err)
-	}
-	cmd := exec.CommandContext(ctx, tool, args...)
-	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", tool, err)
-	}
 	go func() {
-		exit, note := vmproc.ExitCode(cmd.Wait())
-		errb.WriteString(note)
-		done <- result{exit, out.String(), errb.String()}
+		r := <-vmproc.Start(ctx, t, "ib_"+name, args...)
+		done <- result{r.Exit, r.Stdout, r.Stderr}
 	}()
 	return done
 }
@@ -285,9 +271,7 @@ func runVariants(t *testing.T, variants []variant) {
 // against perftest in both roles and against itself.
 func TestInteropRDMACMVM(t *testing.T) {
 	requireVM(t)
-	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err != nil {
-		t.Fatalf("inside the test VM without the connection manager: %v", err)
-	}
+	vmenv.RequireCM(t)
 	runVariants(t, []variant{
 		{"write_lat", []string{"-R", "-n", "200"}},
 		{"send_lat", []string{"-R", "-n", "200"}},

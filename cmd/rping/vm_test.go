@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,11 +24,7 @@ func requireVM(t *testing.T) {
 	if !vmenv.InVM() {
 		t.Skip("not in the goverbs test VM: run go test -exec \"$PWD/bin/vmexec -kernel 6.1\" ./cmd/rping/")
 	}
-	vmenv.RequireDevice(t, vmenv.RXE0)
-	vmenv.RequireDevice(t, vmenv.RXE1)
-	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err != nil {
-		t.Fatalf("inside the test VM without the connection manager: %v", err)
-	}
+	vmenv.RequireCM(t)
 	t.Logf("kernel %s (%s), GOVERBS_TRANSPORT=%q", vmenv.KernelName(), vmenv.KernelRelease(), os.Getenv("GOVERBS_TRANSPORT"))
 }
 
@@ -61,22 +56,9 @@ func (s side) start(ctx context.Context, t *testing.T, args []string, ready func
 		}()
 		return done
 	}
-	tool, err := exec.LookPath("rping")
-	if err != nil {
-		t.Fatalf("inside the test VM without rdma-core's rping: %v", err)
-	}
-	cmd := exec.CommandContext(ctx, tool, args...)
-	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", tool, err)
-	}
 	go func() {
-		exit, note := vmproc.ExitCode(cmd.Wait())
-		errb.WriteString(note)
-		done <- result{exit, out.String(), errb.String()}
+		r := <-vmproc.Start(ctx, t, "rping", args...)
+		done <- result{r.Exit, r.Stdout, r.Stderr}
 	}()
 	return done
 }

@@ -1,12 +1,11 @@
 package cminterop
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,41 +31,16 @@ func requireVM(t *testing.T) {
 	if !vmenv.InVM() {
 		t.Skip("not in the goverbs test VM: run go test -exec \"$PWD/bin/vmexec -kernel 6.1\" ./internal/cminterop/")
 	}
-	vmenv.RequireDevice(t, vmenv.RXE0)
-	vmenv.RequireDevice(t, vmenv.RXE1)
-	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err != nil {
-		t.Fatalf("inside the test VM without the connection manager: %v", err)
-	}
+	vmenv.RequireCM(t)
 	t.Logf("kernel %s (%s), GOVERBS_TRANSPORT=%q", vmenv.KernelName(), vmenv.KernelRelease(), os.Getenv("GOVERBS_TRANSPORT"))
 }
 
-type result struct {
-	exit           int
-	stdout, stderr string
-}
+type result = vmproc.Result
 
 // startC runs one of rdma-core's tools in the background.
 func startC(ctx context.Context, t *testing.T, tool string, args ...string) <-chan result {
 	t.Helper()
-	path, err := exec.LookPath(tool)
-	if err != nil {
-		t.Fatalf("inside the test VM without rdma-core's %s: %v", tool, err)
-	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	done := make(chan result, 1)
-	go func() {
-		exit, note := vmproc.ExitCode(cmd.Wait())
-		errb.WriteString(note)
-		done <- result{exit, out.String(), errb.String()}
-	}()
-	return done
+	return vmproc.Start(ctx, t, tool, args...)
 }
 
 // waitListening waits until a C server's rdma_cm ID listens.
@@ -75,7 +49,7 @@ func waitListening(ctx context.Context, t *testing.T, ps string, port int, done 
 	for !vmproc.CMListening(ps, port) {
 		select {
 		case r := <-done:
-			t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
+			t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", r.Exit, r.Stdout, r.Stderr)
 		case <-ctx.Done():
 			t.Fatalf("server not listening on %s port %d: %v", ps, port, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
@@ -87,13 +61,13 @@ func waitListening(ctx context.Context, t *testing.T, ps string, port int, done 
 // success lines.
 func checkC(t *testing.T, name string, r result, lines ...string) {
 	t.Helper()
-	if r.exit != 0 {
-		t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", name, r.exit, r.stdout, r.stderr)
+	if r.Exit != 0 {
+		t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", name, r.Exit, r.Stdout, r.Stderr)
 		return
 	}
 	for _, l := range lines {
-		if !bytes.Contains([]byte(r.stdout), []byte(l+"\n")) {
-			t.Errorf("%s printed no %q:\n%s", name, l, r.stdout)
+		if !strings.Contains(r.Stdout, l+"\n") {
+			t.Errorf("%s printed no %q:\n%s", name, l, r.Stdout)
 		}
 	}
 }

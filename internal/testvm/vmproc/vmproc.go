@@ -4,6 +4,8 @@
 package vmproc
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FreePort returns a TCP port nothing listens on now.
@@ -84,4 +87,37 @@ func CMListening(ps string, port int) bool {
 		}
 	}
 	return false
+}
+
+// Result is how a program run by Start ended.
+type Result struct {
+	Exit           int
+	Stdout, Stderr string
+}
+
+// Start runs one of rdma-core's tools (looked up in PATH, with
+// IBV_DRIVERS=rxe) in the background until it exits or ctx ends, and
+// delivers its exit status and output; a tool that is not there fails the
+// test.
+func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-chan Result {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("inside the test VM without %s: %v", tool, err)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	done := make(chan Result, 1)
+	go func() {
+		exit, note := ExitCode(cmd.Wait())
+		errb.WriteString(note)
+		done <- Result{exit, out.String(), errb.String()}
+	}()
+	return done
 }
