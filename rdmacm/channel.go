@@ -22,6 +22,9 @@ import (
 // DevicePath is the connection manager's character device.
 const DevicePath = "/dev/infiniband/rdma_cm"
 
+// devicePath is what NewEventChannel opens (tests point it elsewhere).
+var devicePath = DevicePath
+
 // sysfsABI and legacySysfsABI are where the kernel exports the ucma ABI
 // version when netlink does not answer.
 const (
@@ -54,7 +57,6 @@ type EventChannel struct {
 	ids     map[uint64]*ID        // by uid
 	mcs     map[uint64]*Multicast // by uid
 	closed  bool
-	nextUID atomic.Uint64
 	done    chan struct{} // closed when the reader goroutine ends
 	readErr error         // why the reader ended, if not Close
 }
@@ -63,8 +65,15 @@ type EventChannel struct {
 // (RDMA_NLDEV_CMD_GET_CHARDEV "rdma_cm", which also loads rdma_ucm), then
 // sysfs; 4 if neither answers.
 func ABIVersion() (int, error) {
+	v, _, err := lookupABI()
+	return v, err
+}
+
+// lookupABI is ABIVersion, with the device netlink names (nil when the
+// version came from elsewhere).
+func lookupABI() (int, *rdmanl.CharDev, error) {
 	if cd, err := rdmanl.LookupGlobalCharDev(abi.UCMCharDev); err == nil {
-		return int(cd.ABI), nil
+		return int(cd.ABI), &cd, nil
 	}
 	for _, p := range []string{sysfsABI, legacySysfsABI} {
 		b, err := os.ReadFile(p)
@@ -73,18 +82,18 @@ func ABIVersion() (int, error) {
 		}
 		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil {
-			return 0, fmt.Errorf("rdmacm: %s: %q is not a version: %w", p, strings.TrimSpace(string(b)), ErrABIVersion)
+			return 0, nil, fmt.Errorf("rdmacm: %s: %q is not a version: %w", p, strings.TrimSpace(string(b)), ErrABIVersion)
 		}
-		return v, nil
+		return v, nil, nil
 	}
-	return abi.UCMABIVersion, nil
+	return abi.UCMABIVersion, nil, nil
 }
 
 // NewEventChannel opens the connection manager. The errors say what to do:
 // ErrNotLoaded when rdma_ucm is absent, a permission error naming the node's
 // mode and owners, ErrABIVersion for a kernel too old or too new.
 func NewEventChannel() (*EventChannel, error) {
-	v, err := ABIVersion()
+	v, cd, err := lookupABI()
 	if err != nil {
 		return nil, err
 	}
@@ -92,22 +101,26 @@ func NewEventChannel() (*EventChannel, error) {
 		return nil, fmt.Errorf("%w: the kernel speaks %d, this package %d..%d", ErrABIVersion, v,
 			abi.UCMMinABIVersion, abi.UCMMaxABIVersion)
 	}
-	fd, err := unix.Open(DevicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(devicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
-			return nil, fmt.Errorf("rdmacm: open %s: %w: %w", DevicePath, ErrNotLoaded, err)
+			return nil, fmt.Errorf("%w (open %s: %w)", ErrNotLoaded, devicePath, err)
 		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-			return nil, fmt.Errorf("rdmacm: open %s: %w: %s: %w", DevicePath, fs.ErrPermission,
-				devnode.AccessAdvice(DevicePath, "rdma_cm"), err)
+			return nil, fmt.Errorf("rdmacm: open %s: %w: %s: %w", devicePath, fs.ErrPermission,
+				devnode.AccessAdvice(devicePath, "rdma_cm"), err)
 		}
-		return nil, fmt.Errorf("rdmacm: open %s: %w", DevicePath, err)
+		return nil, fmt.Errorf("rdmacm: open %s: %w", devicePath, err)
 	}
-	f := os.NewFile(uintptr(fd), DevicePath)
+	if err := checkCharDev(fd, cd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("rdmacm: open %s: %w", devicePath, err)
+	}
+	f := os.NewFile(uintptr(fd), devicePath)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("rdmacm: %s: %w", DevicePath, err)
+		return nil, fmt.Errorf("rdmacm: %s: %w", devicePath, err)
 	}
 	ch := &EventChannel{
 		f: f, rc: rc, abi: v,
@@ -117,6 +130,26 @@ func NewEventChannel() (*EventChannel, error) {
 	}
 	go ch.readLoop(rc)
 	return ch, nil
+}
+
+// checkCharDev checks that fd is a character device and, when netlink
+// names the connection manager's device number, that one (as rdma-core's
+// open_cdev does).
+func checkCharDev(fd int, cd *rdmanl.CharDev) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("not a character device (mode %#o): %w", st.Mode, unix.ENODEV)
+	}
+	if cd != nil && (cd.Major != 0 || cd.Minor != 0) {
+		if unix.Major(uint64(st.Rdev)) != cd.Major || unix.Minor(uint64(st.Rdev)) != cd.Minor {
+			return fmt.Errorf("device %d:%d, but the kernel's rdma_cm is %d:%d: %w", unix.Major(uint64(st.Rdev)),
+				unix.Minor(uint64(st.Rdev)), cd.Major, cd.Minor, unix.ENODEV)
+		}
+	}
+	return nil
 }
 
 // FD returns the channel's file descriptor, for diagnostics. Reading events
@@ -132,6 +165,7 @@ func (ch *EventChannel) Close() error {
 		ch.mu.Unlock()
 		return nil
 	}
+	ch.closed = true // no new IDs; requests arriving now are refused
 	ids := make([]*ID, 0, len(ch.ids))
 	for _, id := range ch.ids {
 		ids = append(ids, id)
@@ -140,9 +174,6 @@ func (ch *EventChannel) Close() error {
 	for _, id := range ids {
 		id.Close()
 	}
-	ch.mu.Lock()
-	ch.closed = true
-	ch.mu.Unlock()
 	err := ch.f.Close()
 	<-ch.done
 	return err
@@ -178,6 +209,14 @@ func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
 	return werr
 }
 
+// nextUID numbers IDs and memberships across every channel of the process
+// (never 0: the kernel drops the events of a uid-0 ID), so that an ID
+// keeps its uid when it migrates to another channel.
+var nextUID atomic.Uint64
+
+// eventHook, if set (by tests), sees every raw GET_EVENT response.
+var eventHook func([]byte)
+
 // tracing logs every command and event to stderr (GOVERBS_TRACE=1).
 var tracing = os.Getenv("GOVERBS_TRACE") == "1"
 
@@ -208,6 +247,9 @@ func (ch *EventChannel) readLoop(rc interface {
 			ch.mu.Unlock()
 			return
 		}
+		if eventHook != nil {
+			eventHook(resp[:])
+		}
 		ev, err := parseEvent(resp[:])
 		if err != nil {
 			continue // not reachable with a 336-byte buffer
@@ -226,7 +268,7 @@ func (ch *EventChannel) register(id *ID) error {
 	if ch.closed {
 		return errClosed("create id")
 	}
-	id.uid = ch.nextUID.Add(1)
+	id.uid = nextUID.Add(1)
 	ch.ids[id.uid] = id
 	return nil
 }

@@ -30,6 +30,7 @@ type options struct {
 	backlog     int
 	reuseAddr   bool
 	signalAll   bool
+	compChannel bool
 	setup       func(*Conn) error
 }
 
@@ -150,6 +151,19 @@ func WithUD() Option {
 	return func(o *options) error { o.ps = PortSpaceUDP; return nil }
 }
 
+// WithPortSpace sets the port space of Dial and Listen (default
+// PortSpaceTCP; WithUD is PortSpaceUDP). PortSpaceIB carries RC here.
+func WithPortSpace(ps PortSpace) Option {
+	return func(o *options) error {
+		switch ps {
+		case PortSpaceTCP, PortSpaceUDP, PortSpaceIB, PortSpaceIPoIB:
+			o.ps = ps
+			return nil
+		}
+		return fmt.Errorf("WithPortSpace: %v is not a port space: %w", ps, unix.EINVAL)
+	}
+}
+
 // WithSource makes Dial resolve from this local address ("10.99.0.2" or
 // "10.99.0.2:0").
 func WithSource(addr string) Option {
@@ -181,6 +195,14 @@ func WithReuseAddr() Option {
 // WithSignalAll makes every send work request produce a completion.
 func WithSignalAll() Option {
 	return func(o *options) error { o.signalAll = true; return nil }
+}
+
+// WithCompChannel gives the connection a completion channel
+// (Conn.CompChannel) that both CQs report to, so that a program can wait
+// for completions with a context instead of polling: RequestNotify on the
+// CQ, then CompChannel().Wait(ctx).
+func WithCompChannel() Option {
+	return func(o *options) error { o.compChannel = true; return nil }
 }
 
 // WithSetup runs f once the connection's QP exists and before the
@@ -232,6 +254,26 @@ var shared struct {
 	sync.Mutex
 	ch   *EventChannel
 	refs int
+	// devs are the devices the shared channel's IDs opened, kept open
+	// while the channel is (so that a program dialing one connection
+	// after another opens each device once, as librdmacm does).
+	devs map[*device]bool
+}
+
+// holdDevice keeps d open until the shared channel ch closes.
+func holdDevice(ch *EventChannel, d *device) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.ch != ch || shared.devs[d] {
+		return
+	}
+	if shared.devs == nil {
+		shared.devs = make(map[*device]bool)
+	}
+	devices.Lock()
+	d.refs++
+	devices.Unlock()
+	shared.devs[d] = true
 }
 
 func acquireChannel() (*EventChannel, error) {
@@ -268,12 +310,16 @@ func releaseChannel(ch *EventChannel) {
 	}
 	shared.refs--
 	last := shared.refs == 0
+	devs := shared.devs
 	if last {
-		shared.ch = nil
+		shared.ch, shared.devs = nil, nil
 	}
 	shared.Unlock()
 	if last {
 		ch.Close()
+		for d := range devs {
+			d.release()
+		}
 	}
 }
 
@@ -305,6 +351,7 @@ type Conn struct {
 	recvCQ *uverbs.CQ
 	qp     *uverbs.QP
 	ah     *uverbs.AH
+	cch    *uverbs.CompChannel
 	remote UDParam
 	peer   ConnParam
 	once   sync.Once
@@ -326,6 +373,10 @@ func (c *Conn) SendCQ() *uverbs.CQ { return c.sendCQ }
 
 // RecvCQ returns the CQ of the QP's receive queue.
 func (c *Conn) RecvCQ() *uverbs.CQ { return c.recvCQ }
+
+// CompChannel returns the completion channel of the connection's CQs
+// (WithCompChannel), or nil.
+func (c *Conn) CompChannel() *uverbs.CompChannel { return c.cch }
 
 // QP returns the connection's QP, in RTS once connected.
 func (c *Conn) QP() *uverbs.QP { return c.qp }
@@ -350,11 +401,16 @@ func (c *Conn) LocalAddr() netip.AddrPort { return c.id.LocalAddr() }
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() netip.AddrPort { return c.id.RemoteAddr() }
 
-// WaitDisconnect waits until the peer disconnects (or the device goes).
-// The QP is then in the error state: its work requests complete flushed.
+// WaitDisconnect waits until the peer disconnects (or the device goes),
+// then answers the peer's disconnect request, which a librdmacm peer
+// blocked in rdma_disconnect waits for. The QP is then in the error state:
+// its work requests complete flushed.
 func (c *Conn) WaitDisconnect(ctx context.Context) error {
-	_, err := c.id.WaitFor(ctx, EventDisconnected)
-	return err
+	if _, err := c.id.WaitFor(ctx, EventDisconnected); err != nil {
+		return err
+	}
+	c.id.Disconnect() // sends the DREP; refused only when already done
+	return nil
 }
 
 // Close disconnects (RC) and frees the AH, QP, CQs, PD and ID, children
@@ -384,6 +440,11 @@ func (c *Conn) Close() error {
 				if err := cq.Close(); !ignore(err) {
 					errs = append(errs, err)
 				}
+			}
+		}
+		if c.cch != nil {
+			if err := c.cch.Close(); !ignore(err) {
+				errs = append(errs, err)
 			}
 		}
 		if c.pd != nil {
@@ -416,10 +477,17 @@ func newConn(id *ID, o *options) (*Conn, error) {
 	if recv == 0 {
 		recv = int(max(o.cap.MaxRecvWr, 1))
 	}
-	if c.sendCQ, err = c.ctx.CreateCQ(send, nil); err != nil {
+	var cqOpts *uverbs.CQOptions
+	if o.compChannel {
+		if c.cch, err = c.ctx.NewCompChannel(); err != nil {
+			return c, err
+		}
+		cqOpts = &uverbs.CQOptions{Channel: c.cch}
+	}
+	if c.sendCQ, err = c.ctx.CreateCQ(send, cqOpts); err != nil {
 		return c, err
 	}
-	if c.recvCQ, err = c.ctx.CreateCQ(recv, nil); err != nil {
+	if c.recvCQ, err = c.ctx.CreateCQ(recv, cqOpts); err != nil {
 		return c, err
 	}
 	c.qp, err = id.CreateQP(c.pd, uverbs.QPInitAttr{SendCQ: c.sendCQ, RecvCQ: c.recvCQ, Cap: o.cap, SignalAll: o.signalAll})
@@ -604,7 +672,8 @@ func (l *Listener) Close() error {
 	return l.id.Close()
 }
 
-// Request is an incoming connection request: accept or reject it.
+// Request is an incoming connection request: accept or reject it (until
+// then its ID stays open, and the requester waits).
 type Request struct {
 	// ID is the new connection's ID.
 	ID *ID
@@ -629,13 +698,13 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 }
 
 // Accept waits for the next connection request and accepts it with the
-// listener's options.
-func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+// listener's options, overridden by opts.
+func (l *Listener) Accept(ctx context.Context, opts ...Option) (*Conn, error) {
 	r, err := l.Request(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.Accept(ctx)
+	return r.Accept(ctx, opts...)
 }
 
 // PrivateData returns the requester's private data.

@@ -143,6 +143,9 @@ func (id *ID) device() (*device, error) {
 		return id.dev, nil
 	}
 	id.dev = d
+	if id.sharedChan {
+		holdDevice(id.ch, d)
+	}
 	return d, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/rdmanl"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 )
 
@@ -21,11 +22,7 @@ import (
 func TestRejectVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	l, err := Listen(ctx, vmenv.AddrA+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := listenA(t, ctx)
 	go func() {
 		r, err := l.Request(ctx)
 		if err != nil {
@@ -39,7 +36,7 @@ func TestRejectVM(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	_, err = Dial(ctx, l.Addr().String(), WithSource(vmenv.AddrB), WithPrivateData([]byte("let me in")))
+	_, err := Dial(ctx, l.Addr().String(), WithSource(vmenv.AddrB), WithPrivateData([]byte("let me in")))
 	var rej *RejectedError
 	if !errors.Is(err, unix.ECONNREFUSED) || !errors.As(err, &rej) {
 		t.Fatalf("Dial to a rejecting listener: %v", err)
@@ -159,5 +156,17 @@ func TestABIVersionVM(t *testing.T) {
 	b, err := os.ReadFile(sysfsABI)
 	if err != nil || strings.TrimSpace(string(b)) != "4" {
 		t.Errorf("%s: %q %v", sysfsABI, b, err)
+	}
+	// Netlink answers for the connection manager with its node's number.
+	cd, err := rdmanl.LookupGlobalCharDev("rdma_cm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(DevicePath, &st); err != nil {
+		t.Fatal(err)
+	}
+	if cd.Name != "rdma_cm" || cd.ABI != 4 || cd.Major != unix.Major(uint64(st.Rdev)) || cd.Minor != unix.Minor(uint64(st.Rdev)) {
+		t.Errorf("netlink chardev %+v, node %d:%d", cd, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	}
 }

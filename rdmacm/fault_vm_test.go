@@ -37,11 +37,7 @@ func TestFaultPeerKilledVM(t *testing.T) {
 	}
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	l, err := Listen(ctx, vmenv.AddrA+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := listenA(t, ctx)
 	child := exec.Command(os.Args[0], "-test.run=^TestFaultPeerKilledVM$")
 	child.Env = append(os.Environ(), peerEnv+"="+l.Addr().String())
 	child.Stderr = os.Stderr

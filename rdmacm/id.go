@@ -121,7 +121,7 @@ func (ch *EventChannel) CreateID(ps PortSpace, qpType uverbs.QPType) (*ID, error
 // newChild makes the ID of an incoming connection (CONNECT_REQUEST).
 func (ch *EventChannel) newChild(l *ID, handle uint32) *ID {
 	id := &ID{ch: ch, handle: handle, ps: l.ps, qpType: l.qpType, listener: l, notify: make(chan struct{})}
-	id.uid = ch.nextUID.Add(1)
+	id.uid = nextUID.Add(1)
 	ch.ids[id.uid] = id // ch.mu held
 	return id
 }
@@ -803,4 +803,61 @@ func (id *ID) next(ctx context.Context, op string, match func(Event) bool) (Even
 			return Event{}, fmt.Errorf("rdmacm: %s: %w", op, ctx.Err())
 		}
 	}
+}
+
+// Migrate moves the ID, its pending events and its multicast memberships
+// to another channel (rdma_migrate_id): its events are read there from
+// then on. No other method of the ID may run meanwhile; IDs of Dial and
+// Listen cannot migrate.
+func (id *ID) Migrate(to *EventChannel) error {
+	const op = "migrate id"
+	if err := id.use(op); err != nil {
+		return err
+	}
+	if to == nil {
+		return fmt.Errorf("rdmacm: %s: nil EventChannel: %w", op, unix.EINVAL)
+	}
+	if id.sharedChan {
+		return fmt.Errorf("rdmacm: %s: the ID belongs to Dial or Listen: %w", op, unix.EINVAL)
+	}
+	from := id.ch
+	if to == from {
+		return nil
+	}
+	to.mu.Lock()
+	closed := to.closed
+	to.mu.Unlock()
+	if closed {
+		return errClosed(op)
+	}
+	resp := onHeap[abi.UCMMigrateResp]()
+	var werr error
+	err := from.rc.Control(func(fd uintptr) {
+		req := &abi.UCMMigrateID{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle, FD: uint32(fd)}
+		werr = write(to, abi.UCMCmdMigrateID, req, unsafe.Sizeof(*resp))
+	})
+	keepAlive(resp)
+	if err != nil {
+		return errClosed(op)
+	}
+	if werr != nil {
+		return cmdErr(op, werr)
+	}
+	id.mu.Lock()
+	mcs := id.mcs
+	id.ch = to
+	id.mu.Unlock()
+	from.mu.Lock()
+	delete(from.ids, id.uid)
+	for _, mc := range mcs {
+		delete(from.mcs, mc.uid)
+	}
+	from.mu.Unlock()
+	to.mu.Lock()
+	to.ids[id.uid] = id
+	for _, mc := range mcs {
+		to.mcs[mc.uid] = mc
+	}
+	to.mu.Unlock()
+	return nil
 }

@@ -56,7 +56,7 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 		req.JoinFlags = abi.MCJoinSendOnlyFullMember
 	}
 	id.ch.mu.Lock()
-	mc.uid = id.ch.nextUID.Add(1)
+	mc.uid = nextUID.Add(1)
 	id.ch.mcs[mc.uid] = mc
 	id.ch.mu.Unlock()
 	req.UID = mc.uid

@@ -22,6 +22,36 @@ func requireCM(t testing.TB) {
 	vmenv.RequireDevice(t, vmenv.RXE1)
 }
 
+// topologies are the two ways the tests place the ends: rxe1 to rxe0
+// across the veth, and both on rxe0's address.
+var topologies = []struct{ name, listen, from string }{
+	{"veth", vmenv.AddrA, vmenv.AddrB},
+	{"same-address", vmenv.AddrA, vmenv.AddrA},
+}
+
+// listenA listens on rxe0's address, on a port the kernel picks, until the
+// test ends.
+func listenA(t testing.TB, ctx context.Context, opts ...Option) *Listener {
+	t.Helper()
+	l, err := Listen(ctx, vmenv.AddrA+":0", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// newChannel opens an event channel closed when the test ends.
+func newChannel(t testing.TB) *EventChannel {
+	t.Helper()
+	ch, err := NewEventChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -130,10 +160,7 @@ func pair(t testing.TB, ctx context.Context, listen, dialFrom string, dialOpts, 
 
 func TestRCDialAcceptVM(t *testing.T) {
 	requireCM(t)
-	for _, tc := range []struct{ name, listen, from string }{
-		{"veth", vmenv.AddrA, vmenv.AddrB},
-		{"same-address", vmenv.AddrA, vmenv.AddrA},
-	} {
+	for _, tc := range topologies {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t, 60*time.Second)
 			req := []byte("hello from the client")
@@ -164,6 +191,20 @@ func TestRCDialAcceptVM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPortSpaceIBVM connects RC over RDMA_PS_IB (ucmatose -P ib).
+func TestPortSpaceIBVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrB, []Option{WithPortSpace(PortSpaceIB)}, []Option{WithPortSpace(PortSpaceIB)})
+	if cli.ID().PortSpace() != PortSpaceIB || cli.QP().Type() != uverbs.QPTypeRC {
+		t.Fatalf("port space %v, QP %v", cli.ID().PortSpace(), cli.QP().Type())
+	}
+	cb, sb := newMsgBuf(t, cli, 16), newMsgBuf(t, srv, 16)
+	exchange(t, ctx, cli, srv, cb, sb, "ps ib")
+	cb.close()
+	sb.close()
 }
 
 func TestConnRefusedVM(t *testing.T) {

@@ -19,10 +19,7 @@ const grhBytes = 40
 // GRH.
 func TestUDSIDRVM(t *testing.T) {
 	requireCM(t)
-	for _, tc := range []struct{ name, listen, from string }{
-		{"veth", vmenv.AddrA, vmenv.AddrB},
-		{"same-address", vmenv.AddrA, vmenv.AddrA},
-	} {
+	for _, tc := range topologies {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t, 60*time.Second)
 			req := []byte("ud request")
@@ -183,11 +180,7 @@ func (e *udEnd) close() {
 func TestMulticastVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	ch, err := NewEventChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	ch := newChannel(t)
 	const group = "239.1.2.3"
 	recv := newUDEnd(t, ctx, ch, vmenv.AddrB, group)
 	send := newUDEnd(t, ctx, ch, vmenv.AddrA, group)

@@ -1,8 +1,6 @@
 package uverbs_test
 
 import (
-	"io"
-	"os"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
@@ -23,35 +21,12 @@ func TestExamplesVM(t *testing.T) {
 		{"ud", ExamplePD_CreateAH, "datagram\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := stdoutOf(t, tc.run); got != tc.want {
+			if got := vmenv.CaptureStdout(t, tc.run); got != tc.want {
 				t.Errorf("printed %q, want %q", got, tc.want)
 			}
 		})
 	}
 	for _, run := range []func(){ExampleOpen, ExampleContext_RecommendedGID, ExamplePD_RegisterBuffer, ExampleCompChannel_Wait} {
-		stdoutOf(t, run)
+		vmenv.CaptureStdout(t, run)
 	}
-}
-
-func stdoutOf(t *testing.T, f func()) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	func() {
-		defer func() { os.Stdout = old }()
-		f()
-	}()
-	w.Close()
-	out := <-done
-	r.Close()
-	return out
 }

@@ -13,6 +13,7 @@ package vmenv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,4 +142,30 @@ func RequireCM(t testing.TB) {
 		}
 		t.Skipf("no connection manager: %v; not in the test VM (run through internal/testvm: make vmtest)", err)
 	}
+}
+
+// CaptureStdout runs f with os.Stdout redirected to a pipe and returns
+// what it printed, for the VM tests that run godoc examples (which need a
+// device and so carry no Output comment).
+func CaptureStdout(t testing.TB, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stdout = old }()
+		f()
+	}()
+	w.Close()
+	out := <-done
+	r.Close()
+	return out
 }
