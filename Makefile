@@ -8,6 +8,7 @@
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
 #   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
 #   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host)
+#   make cmrate    rdmacm's connection setup rate against librdmacm's in the VM
 #   make fuzz      every go test -fuzz target of the module for FUZZTIME each
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
 #   make soak      the load test for SOAK (default 1h) on 6.12
@@ -31,18 +32,23 @@ VMEXEC      := $(CURDIR)/bin/vmexec
 # host's gcc builds it at test time.
 CAPTURE_SO    := $(CURDIR)/bin/capture.so
 CAPTURE_GUEST := /usr/lib/goverbs-capture.so
+# cmrate: connection setup on librdmacm, built by the host's gcc and run in
+# the VM beside goverbs' own (internal/cminterop's BenchmarkSetup).
+CMRATE       := $(CURDIR)/bin/cmrate
+CMRATE_GUEST := /usr/local/bin/goverbs-cmrate
 
 # Debian packages: QEMU (qboot comes with qemu-system-data), the guest's
 # userland (busybox, rdma-core tools, perftest, iproute2), and the tools the
 # harness runs on the host (xz and zstd unpack kernels, cpio checks archives;
 # gcc, libibverbs-dev and ibverbs-providers build and run the real libmlx5
 # against a fake kernel for provider/mlx5's golden vectors; qemu-user-static
-# runs the arm64 build of the fast paths and their assembly).
+# runs the arm64 build of the fast paths and their assembly; librdmacm-dev
+# builds cmrate, librdmacm's side of the connection setup benchmark).
 DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ibverbs-providers \
-	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev qemu-user-static
+	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev librdmacm-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden capture transcripts
+.PHONY: all deps vmexec cmrate unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden capture transcripts
 
 all: vmexec
 
@@ -93,16 +99,29 @@ capture: $(CAPTURE_SO)
 transcripts: vmexec
 	uverbs/testdata/transcripts/record.sh
 
+$(CMRATE): internal/cminterop/testdata/cmrate/cmrate.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -lrdmacm -libverbs
+
+# The connection setup rate: goverbs' Dial+Accept against librdmacm (cmrate)
+# in one VM boot per kernel (docs/performance.md).
+cmrate: vmexec $(CMRATE)
+	@for k in $(KERNELS); do \
+		echo "=== cmrate kernel=$$k"; \
+		GOVERBS_CMRATE=$(CMRATE_GUEST) $(GO) test -count=1 -run '^$$' -bench 'BenchmarkSetup' -benchtime 5x \
+			-exec "$(VMEXEC) -kernel $$k -add $(CMRATE):$(CMRATE_GUEST)" ./internal/cminterop/ || exit 1; \
+	done
+
 # Every test binary boots its own VM (a few seconds each under TCG). -count=1
 # because go test's result cache knows neither the kernel nor the transport.
-vmtest: vmexec $(CAPTURE_SO)
+vmtest: vmexec $(CAPTURE_SO) $(CMRATE)
 	@failed=""; \
 	for k in $(KERNELS); do \
 		for tr in $(TRANSPORTS); do \
 			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr"; \
 			start=$$(date +%s); \
-			GOVERBS_TRANSPORT=$$tr GOVERBS_CAPTURE_SHIM=$(CAPTURE_GUEST) $(GO) test -count=1 $(VMTEST_FLAGS) \
-				-exec "$(VMEXEC) -kernel $$k -add $(CAPTURE_SO):$(CAPTURE_GUEST)" $(PKGS) \
+			GOVERBS_TRANSPORT=$$tr GOVERBS_CAPTURE_SHIM=$(CAPTURE_GUEST) GOVERBS_CMRATE=$(CMRATE_GUEST) $(GO) test -count=1 $(VMTEST_FLAGS) \
+				-exec "$(VMEXEC) -kernel $$k -add $(CAPTURE_SO):$(CAPTURE_GUEST) -add $(CMRATE):$(CMRATE_GUEST)" $(PKGS) \
 				|| failed="$$failed $$k/$$tr"; \
 			echo "=== vmtest kernel=$$k GOVERBS_TRANSPORT=$$tr: $$(( $$(date +%s) - start ))s"; \
 		done; \

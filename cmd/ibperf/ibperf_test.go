@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -93,7 +94,7 @@ func pipePair(t *testing.T) (client, server *comm) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return &comm{conn: a, client: true, withGID: true}, &comm{conn: b, withGID: true}
+	return &comm{ch: tcpChannel{a}, client: true, withGID: true}, &comm{ch: tcpChannel{b}, withGID: true}
 }
 
 // TestExchange runs the prologue, handshakes, reports and the close
@@ -102,7 +103,7 @@ func TestExchange(t *testing.T) {
 	cl, sv := pipePair(t)
 	// Record what the client writes.
 	var sent bytes.Buffer
-	cl.conn = recordingConn{cl.conn, &sent}
+	cl.ch = tcpChannel{recordingConn{cl.ch.(tcpChannel).conn, &sent}}
 	type out struct {
 		cycle, line, mtu int
 		peer             dest
@@ -175,9 +176,10 @@ func TestOldPeerRefused(t *testing.T) {
 	cl, sv := pipePair(t)
 	go func() {
 		var v [versionSize]byte
-		sv.conn.Read(v[:])
+		conn := sv.ch.(tcpChannel).conn
+		conn.Read(v[:])
 		copy(v[:], "5.60")
-		sv.conn.Write(v[:])
+		conn.Write(v[:])
 	}()
 	if _, _, _, err := cl.prologue(4096, 64, 3); !errors.Is(err, ErrBadMessage) {
 		t.Errorf("prologue with a 5.60 peer: %v, want ErrBadMessage", err)
@@ -289,6 +291,8 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"ibperf", "write_lat", "-N"}, "-N"},
 		{[]string{"ibperf", "write_lat", "-c", "UD"}, ""},
 		{[]string{"ibperf", "read_bw", "-c", "UC"}, ""},
+		{[]string{"ibperf", "write_bw", "-R", "-c", "UC"}, "-R"},
+		{[]string{"ibperf", "write_bw", "-z"}, "-z"},
 		{[]string{"ibperf", "write_lat", "a", "b"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
@@ -380,4 +384,129 @@ func TestReportFormats(t *testing.T) {
 	if diff := cmp.Diff(want, line); diff != "" {
 		t.Errorf("lat row (-want +got):\n%s", diff)
 	}
+}
+
+// msgPipe is one end of an in-memory message channel: what the rdma_cm
+// control connection is to the exchange (one message per SEND).
+type msgPipe struct {
+	in, out chan []byte
+	sent    *[][]byte
+}
+
+func (m msgPipe) write(b []byte) error {
+	*m.sent = append(*m.sent, append([]byte(nil), b...))
+	m.out <- append([]byte(nil), b...)
+	return nil
+}
+
+func (m msgPipe) read(b []byte) error {
+	got := <-m.in
+	if len(got) != len(b) {
+		return fmt.Errorf("%d-byte message, want %d", len(got), len(b))
+	}
+	copy(b, got)
+	return nil
+}
+
+func (m msgPipe) close(bool) error { return nil }
+
+// TestExchangeBinary runs the exchange as it goes over rdma_cm: addresses
+// as the 56-byte big-endian struct pingpong_dest, no "done".
+func TestExchangeBinary(t *testing.T) {
+	a, b := make(chan []byte, 4), make(chan []byte, 4)
+	var clSent, svSent [][]byte
+	cl := &comm{ch: msgPipe{in: b, out: a, sent: &clSent}, client: true, withGID: true, binaryDest: true}
+	sv := &comm{ch: msgPipe{in: a, out: b, sent: &svSent}, withGID: true, binaryDest: true}
+	cd := dest{LID: 0, QPN: 0x11, PSN: 0x22, Rkey: 0x33, VAddr: 0x1122334455667788, OutReads: 1, GID: roceGID, GIDIndex: 1}
+	sd := dest{QPN: 0xabcdef, PSN: 0x66, Rkey: 0x77, VAddr: 0x88, OutReads: 16, GID: roceGID, GIDIndex: 1}
+	type out struct {
+		peer dest
+		err  error
+	}
+	run := func(c *comm, me dest, ch chan<- out) {
+		var o out
+		if _, _, _, o.err = c.prologue(4096, 64, 3); o.err == nil {
+			if o.peer, o.err = c.handshake(me); o.err == nil {
+				o.err = c.close(me)
+			}
+		}
+		ch <- o
+	}
+	cch, sch := make(chan out, 1), make(chan out, 1)
+	go run(cl, cd, cch)
+	go run(sv, sd, sch)
+	co, so := <-cch, <-sch
+	if co.err != nil || so.err != nil {
+		t.Fatalf("client: %v, server: %v", co.err, so.err)
+	}
+	if diff := cmp.Diff(sd, co.peer); diff != "" {
+		t.Errorf("client's view of the server (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(cd, so.peer); diff != "" {
+		t.Errorf("server's view of the client (-want +got):\n%s", diff)
+	}
+	// version, cycle buffer, cache line, MTU, two handshakes.
+	var sizes []int
+	for _, m := range clSent {
+		sizes = append(sizes, len(m))
+	}
+	if diff := cmp.Diff([]int{16, 4, 4, 2, 56, 56}, sizes); diff != "" {
+		t.Errorf("client's message sizes (-want +got):\n%s", diff)
+	}
+	want := []byte{
+		0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x11, 0, 0, 0, 0x22, 0, 0, 0, 0x33, 0, 0, 0, 0,
+		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88}
+	want = append(want, roceGID[:]...)
+	want = append(want, 0, 0, 0, 0, 0, 0, 0, 1)
+	if diff := cmp.Diff(want, clSent[4]); diff != "" {
+		t.Errorf("client's address message (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseDestBinaryBad(t *testing.T) {
+	good := dest{QPN: 1, PSN: 2, GID: roceGID}.marshalBinary(true)
+	set := func(off int, v uint32) []byte {
+		m := append([]byte(nil), good...)
+		binary.BigEndian.PutUint32(m[off:], v)
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+	}{
+		{"empty", nil},
+		{"short", good[:55]},
+		{"long", append(append([]byte(nil), good...), 0)},
+		{"LID over 16 bits", set(0, 0x10000)},
+		{"negative outstanding reads", set(4, 0xffffffff)},
+		{"QPN over 24 bits", set(8, 0x1000000)},
+		{"PSN over 24 bits", set(12, 0x1000000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := parseDestBinary(tc.msg); !errors.Is(err, ErrBadMessage) {
+				t.Errorf("parseDestBinary(% x) = %v, want ErrBadMessage", tc.msg, err)
+			}
+		})
+	}
+}
+
+// FuzzParseDestBinary: any message either parses into an address that
+// marshals back to the same fields or is refused.
+func FuzzParseDestBinary(f *testing.F) {
+	f.Add(dest{QPN: 0x11, PSN: 0x22, Rkey: 0x33, VAddr: 0x44, OutReads: 1, GID: roceGID, GIDIndex: 1}.marshalBinary(true))
+	f.Fuzz(func(t *testing.T, m []byte) {
+		d, err := parseDestBinary(m)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		back := d.marshalBinary(true)
+		// The padding (20..24) is not read.
+		copy(back[20:24], m[20:24])
+		if !bytes.Equal(back, m) {
+			t.Fatalf("round trip:\n% x\n% x", m, back)
+		}
+	})
 }

@@ -60,6 +60,11 @@ func (p *perf) baseWR(i, size int, sge *uverbs.SGE) uverbs.SendWR {
 	}
 	if c.conn == connUD {
 		w.AH, w.RemoteQPN, w.RemoteQkey = p.ahs[i], r.QPN, defQkey
+		if p.cm != nil {
+			// -R: where the connection manager said (the SIDR reply, or
+			// the client's first datagram).
+			w.RemoteQPN, w.RemoteQkey = p.cm.udQPN[i], p.cm.udQkey
+		}
 	}
 	if (c.test.verb == verbSend || c.test.verb == verbWrite) && size <= p.inline {
 		w.Flags |= uverbs.SendInline

@@ -11,9 +11,14 @@
 // A link named ib_<test> runs that test without the test operand.
 //
 // The options are perftest's (see -h): -d -i -x -p -s -n -a -c RC|UC|UD
-// -q -t -r -l/--post_list -Q/--cq-mod -I -o -A -u -S -m -N -F
+// -q -t -r -l/--post_list -Q/--cq-mod -I -o -A -u -S -m -N -F -R
 // --report_gbits. Output: perftest's test header, addresses and result
 // table, with the same columns and number formats.
+//
+// -R is perftest's rdma_cm mode: the exchange runs over an rdma_cm
+// connection to the server's RDMA address (ibperf send_bw -R -d rxe0
+// 10.99.0.1) and the test QPs are connected by the connection manager
+// (goverbs' rdmacm), RC or UD.
 //
 // Where it differs from perftest, on purpose:
 //
@@ -34,7 +39,8 @@
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
 //     12. Options perftest has and ibperf does not implement (events,
 //     multicast, rdma_cm, raw Ethernet, --run_infinitely, ...) are
-//     recognized and refused by name.
+//     recognized and refused by name (-z, the rdma_cm exchange with QPs
+//     connected by hand, among them).
 //   - Duration runs (-D, -f) time their phases with Go timers read by the
 //     loops (perftest uses SIGALRM). A write_lat side whose clock ends
 //     first goes on answering the peer's writes for up to a second, so

@@ -156,6 +156,7 @@ type config struct {
 	margin     int // -f seconds at each end of a duration run left out of the sample; -1: duration/4
 	gbits      bool
 	noPeak     bool
+	rdmaCM     bool // -R: the QPs are connected by rdma_cm, over an rdma_cm control connection
 	lockThread bool // ibperf only: lock the polling goroutine to its OS thread
 	noYield    bool // ibperf only: busy-wait without yielding (for measuring what yielding is worth)
 }
@@ -262,8 +263,8 @@ var spec = func() cli.Spec {
 // unsupportedShort names the perftest options ibperf recognizes but does
 // not implement.
 var unsupportedShort = map[byte]string{
-	'e': "completion events", 'X': "completion event vectors", 'g': "multicast", 'z': "rdma_cm address exchange",
-	'R': "rdma_cm QPs", 'T': "type of service", 'L': "hop limit", 'M': "multicast GIDs", 'b': "bidirectional tests",
+	'e': "completion events", 'X': "completion event vectors", 'g': "multicast", 'z': "rdma_cm address exchange with QPs connected by hand (-R connects them by rdma_cm)",
+	'T': "type of service", 'L': "hop limit", 'M': "multicast GIDs", 'b': "bidirectional tests",
 	'C': "cycle reports", 'H': "histograms", 'U': "unsorted reports", 'O': "dual-port tests",
 	'B': "raw Ethernet", 'E': "raw Ethernet", 'J': "raw Ethernet", 'j': "raw Ethernet", 'K': "raw Ethernet",
 	'k': "raw Ethernet", 'Y': "raw Ethernet", 'w': "bandwidth limits", 'y': "message rate limits",
@@ -413,6 +414,8 @@ func parseArgs(args []string) (config, []string, error) {
 			c.duration, err = num(1, 1<<20)
 		case 'f':
 			c.margin, err = num(0, 1<<20)
+		case 'R':
+			c.rdmaCM = true
 		case 'N':
 			if t.kind == kindLat {
 				err = refuse("NoPeak only valid for BW tests")
@@ -443,6 +446,9 @@ func parseArgs(args []string) (config, []string, error) {
 	}
 	if c.conn == connUD && c.test.verb != verbSend {
 		return c, nil, &UsageError{Msg: fmt.Sprintf("UD connection only possible in SEND verb, not %s", c.test.name)}
+	}
+	if c.rdmaCM && c.conn == connUC {
+		return c, nil, &UsageError{Option: "-R", Msg: "UC is not supported in librdmacm"}
 	}
 	if c.conn == connUC && (c.test.verb == verbRead || c.test.verb == verbAtomic) {
 		return c, nil, &UsageError{Msg: fmt.Sprintf("UC connection not possible in %s", c.test.name)}
@@ -628,6 +634,7 @@ func usage(w io.Writer, prog string) {
 	p("  -x, --gid-index=<idx>     local GID index (RoCE: default the best RoCE v2 GID)\n")
 	p("  -S, --sl=<sl>             service level\n")
 	p("  -u, --qp-timeout=<t>      QP timeout exponent (default 14)\n")
+	p("  -R, --rdma_cm             connect the QPs with rdma_cm (the peer's address is its RDMA netdev's IP)\n")
 	p("  -I, --inline_size=<size>  max inline size (ibperf default: 220 for write/send up to 220 B)\n")
 	p("  -o, --outs=<n>            outstanding reads/atomics (default: the device maximum)\n")
 	p("  -A, --atomic_type=<type>  CMP_AND_SWAP or FETCH_AND_ADD (default)\n")

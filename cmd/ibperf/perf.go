@@ -40,6 +40,7 @@ type perf struct {
 	qps    []*uverbs.QP
 	ahs    []*uverbs.AH
 	comm   *comm
+	cm     *cmTest // -R: the test connections
 
 	gidIdx      int
 	gid         uverbs.GID
@@ -226,9 +227,16 @@ func (p *perf) connectTCP(ctx context.Context) error {
 			return p.fail(err, "Unable to open file descriptor for socket connection Unable to init the socket connection")
 		}
 	}
-	p.comm = &comm{conn: conn, client: p.isClient(), withGID: p.gidIdx != -1}
+	p.comm = &comm{ch: tcpChannel{conn}, client: p.isClient(), withGID: p.gidIdx != -1}
 	// Abort a blocked exchange when the run is cancelled.
 	context.AfterFunc(ctx, func() { conn.Close() })
+	return p.prologueDone()
+}
+
+// prologueDone runs the prologue on the connected channel: versions, the
+// cycle buffer and cache line, the MTU, and what they decide.
+func (p *perf) prologueDone() error {
+	c := p.cfg
 	cycle, line, peerMTU, err := p.comm.prologue(defPageSize, defCacheLine, p.mtu)
 	if err != nil {
 		return p.fail(err, " Failed to exchange data between server and clients")
@@ -254,6 +262,42 @@ func (p *perf) connectTCP(ctx context.Context) error {
 // createResources is ctx_init: buffer, MR, CQs, QPs in INIT, and the local
 // addresses (set_up_connection).
 func (p *perf) createResources() error {
+	c := p.cfg
+	if err := p.createBase(); err != nil {
+		return err
+	}
+	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+	for i := 0; i < c.numQPs; i++ {
+		attr := p.qpInitAttr()
+		qp, err := p.pd.CreateQP(attr)
+		if err != nil && p.inline > 0 && !c.reqInline {
+			// A device that takes less inline data: go without.
+			p.inline = 0
+			qp, err = p.pd.CreateQP(p.qpInitAttr())
+		}
+		if err != nil {
+			return p.fail(err, " Unable to create QP.")
+		}
+		p.qps = append(p.qps, qp)
+		init := uverbs.QPAttr{State: uverbs.QPStateInit, PkeyIndex: 0, Port: c.ibPort}
+		mask := uverbs.QPAttrState | uverbs.QPAttrPkeyIndex | uverbs.QPAttrPort
+		if c.conn == connUD {
+			init.Qkey = defQkey
+			mask |= uverbs.QPAttrQkey
+		} else {
+			init.AccessFlags = access
+			mask |= uverbs.QPAttrAccessFlags
+		}
+		if err := qp.Modify(&init, mask); err != nil {
+			return p.fail(err, "Failed to modify QP to INIT")
+		}
+	}
+	p.localDests()
+	return nil
+}
+
+// createBase is the part of ctx_init before the QPs: PD, buffer, MR, CQs.
+func (p *perf) createBase() error {
 	c := p.cfg
 	var err error
 	size := c.size
@@ -289,45 +333,31 @@ func (p *perf) createResources() error {
 			return p.fail(err, "Couldn't create a receiving CQ")
 		}
 	}
+	return nil
+}
+
+// qpInitAttr is a test QP: the transport, the queues' depths, the inline
+// size.
+func (p *perf) qpInitAttr() uverbs.QPInitAttr {
+	c := p.cfg
 	qpType := map[connType]uverbs.QPType{connRC: uverbs.QPTypeRC, connUC: uverbs.QPTypeUC, connUD: uverbs.QPTypeUD}[c.conn]
 	recvWR := 1
 	if c.test.verb == verbSend {
 		recvWR = c.rxDepth
 	}
-	for i := 0; i < c.numQPs; i++ {
-		attr := uverbs.QPInitAttr{Type: qpType, SendCQ: p.sendCQ, RecvCQ: p.recvCQ,
-			Cap: uverbs.QPCap{MaxSendWr: uint32(c.txDepth), MaxRecvWr: uint32(recvWR), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(p.inline)}}
-		qp, err := p.pd.CreateQP(attr)
-		if err != nil && p.inline > 0 && !c.reqInline {
-			// A device that takes less inline data: go without.
-			p.inline = 0
-			attr.Cap.MaxInlineData = 0
-			qp, err = p.pd.CreateQP(attr)
-		}
-		if err != nil {
-			return p.fail(err, " Unable to create QP.")
-		}
-		p.qps = append(p.qps, qp)
-		init := uverbs.QPAttr{State: uverbs.QPStateInit, PkeyIndex: 0, Port: c.ibPort}
-		mask := uverbs.QPAttrState | uverbs.QPAttrPkeyIndex | uverbs.QPAttrPort
-		if c.conn == connUD {
-			init.Qkey = defQkey
-			mask |= uverbs.QPAttrQkey
-		} else {
-			init.AccessFlags = access
-			mask |= uverbs.QPAttrAccessFlags
-		}
-		if err := qp.Modify(&init, mask); err != nil {
-			return p.fail(err, "Failed to modify QP to INIT")
-		}
-	}
+	return uverbs.QPInitAttr{Type: qpType, SendCQ: p.sendCQ, RecvCQ: p.recvCQ,
+		Cap: uverbs.QPCap{MaxSendWr: uint32(c.txDepth), MaxRecvWr: uint32(recvWR), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(p.inline)}}
+}
+
+// localDests is set_up_connection: each QP's address for the peer.
+func (p *perf) localDests() {
+	c := p.cfg
 	for i, qp := range p.qps {
 		p.local = append(p.local, dest{
 			LID: p.port.LID, OutReads: p.outReads, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff,
-			Rkey: p.mr.Rkey(), VAddr: p.mr.Addr() + uint64((c.numQPs+i)*p.buffSize), GID: p.gid,
+			Rkey: p.mr.Rkey(), VAddr: p.mr.Addr() + uint64((c.numQPs+i)*p.buffSize), GID: p.gid, GIDIndex: p.gidIdx,
 		})
 	}
-	return nil
 }
 
 // av is the path to a peer QP.
@@ -431,11 +461,14 @@ func (p *perf) connectPeers() error {
 	if err := p.handshakes(1); err != nil {
 		return err
 	}
-	if isV4Mapped(p.local[0].GID) != isV4Mapped(p.remote[0].GID) {
-		return p.fail(nil, "\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n")
-	}
-	if err := p.connectQPs(); err != nil {
-		return err
+	// With -R the connection manager connected the QPs.
+	if !c.rdmaCM {
+		if isV4Mapped(p.local[0].GID) != isV4Mapped(p.remote[0].GID) {
+			return p.fail(nil, "\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n")
+		}
+		if err := p.connectQPs(); err != nil {
+			return err
+		}
 	}
 	// send_lat and send_bw shake hands once more after connecting.
 	if c.test.verb == verbSend {
@@ -472,11 +505,20 @@ func (p *perf) run(ctx context.Context) error {
 	if err := p.setupDevice(); err != nil {
 		return err
 	}
-	if err := p.connectTCP(ctx); err != nil {
-		return err
-	}
-	if err := p.createResources(); err != nil {
-		return err
+	if c.rdmaCM {
+		if err := p.connectCM(ctx); err != nil {
+			return err
+		}
+		if err := p.createResourcesCM(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := p.connectTCP(ctx); err != nil {
+			return err
+		}
+		if err := p.createResources(); err != nil {
+			return err
+		}
 	}
 	p.postList, p.cqMod = c.batch()
 	p.printTestInfo()
@@ -556,8 +598,9 @@ func (p *perf) close() error {
 			first = p.fail(err, "Couldn't %s", what)
 		}
 	}
+	p.closeCM() // the test connections and their QPs
 	if p.comm != nil {
-		p.comm.conn.Close()
+		p.comm.ch.close(false)
 	}
 	for _, qp := range p.qps {
 		step(qp.Close(), "destroy QP")

@@ -111,8 +111,17 @@ func (p *perf) printTestInfo() {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	if c.rdmaCM {
+		fmt.Fprintf(w, " rdma_cm QPs\t : ON\n")
+		fmt.Fprintf(w, " Data ex. method : rdma_cm")
+		if !p.isClient() {
+			fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	}
 	if c.goBatching() {
 		fmt.Fprintf(w, " ibperf batching : %d messages per doorbell, one completion per %d\n", p.postList, p.cqMod)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,22 +49,9 @@ func (s side) start(ctx context.Context, t *testing.T, name string, args []strin
 		}()
 		return done
 	}
-	tool, err := exec.LookPath("ib_" + name)
-	if err != nil {
-		t.Fatalf("inside the test VM without perftest's ib_%s: %v", name, err)
-	}
-	cmd := exec.CommandContext(ctx, tool, args...)
-	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", tool, err)
-	}
 	go func() {
-		exit, note := vmproc.ExitCode(cmd.Wait())
-		errb.WriteString(note)
-		done <- result{exit, out.String(), errb.String()}
+		r := <-vmproc.Start(ctx, t, "ib_"+name, args...)
+		done <- result{r.Exit, r.Stdout, r.Stderr}
 	}()
 	return done
 }
@@ -140,9 +127,16 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 		ready = func(net.Addr) { close(up) }
 	}
 	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
+	// With -R the peers meet through rdma_cm, at the address of the
+	// server's device (rxe0's); the server listens on an rdma_cm ID.
+	rdmaCM := slices.Contains(tc.args, "-R")
+	serverAddr := "127.0.0.1"
+	if rdmaCM {
+		serverAddr = vmenv.AddrA
+	}
 	if !tc.server.goSide {
 		go func() {
-			for ctx.Err() == nil && !vmproc.Listening(port) {
+			for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			close(up)
@@ -153,7 +147,7 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	case srv = <-srvDone:
 		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
 	}
-	cli = <-tc.client.start(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
+	cli = <-tc.client.start(ctx, t, tc.test, append(common, serverAddr), nil)
 	srv = <-srvDone
 	return srv, cli
 }
@@ -173,11 +167,6 @@ func requireVM(t *testing.T) {
 // printed addresses must be what the other printed as remote.
 func TestInteropVM(t *testing.T) {
 	requireVM(t)
-	goSide, cSide := side{goSide: true}, side{}
-	type variant struct {
-		test string
-		args []string
-	}
 	var variants []variant
 	for _, tn := range []string{"write_lat", "send_lat", "read_lat", "atomic_lat"} {
 		variants = append(variants, variant{tn, []string{"-n", "200"}})
@@ -207,6 +196,24 @@ func TestInteropVM(t *testing.T) {
 		variant{"send_lat", []string{"-D", "2"}},
 		variant{"write_bw", []string{"-D", "3", "-f", "1", "-s", "64"}},
 	)
+	runVariants(t, variants)
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+// variant is a test and its options.
+type variant struct {
+	test string
+	args []string
+}
+
+// runVariants runs each variant with perftest in both roles and against
+// itself: both sides must finish, the client must report a row with the
+// iterations asked for, and each side's printed addresses must be what
+// the other printed as remote.
+func runVariants(t *testing.T, variants []variant) {
+	goSide, cSide := side{goSide: true}, side{}
 	for _, v := range variants {
 		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
 			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
@@ -257,6 +264,23 @@ func TestInteropVM(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestInteropRDMACMVM runs perftest's rdma_cm mode (-R): the exchange over
+// an rdma_cm connection and the test QPs connected by rdma_cm, RC and UD,
+// against perftest in both roles and against itself.
+func TestInteropRDMACMVM(t *testing.T) {
+	requireVM(t)
+	vmenv.RequireCM(t)
+	runVariants(t, []variant{
+		{"write_lat", []string{"-R", "-n", "200"}},
+		{"send_lat", []string{"-R", "-n", "200"}},
+		{"write_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-c", "UD", "-s", "512"}},
+		{"send_lat", []string{"-R", "-n", "200", "-c", "UD"}},
+		{"read_lat", []string{"-R", "-n", "200"}},
+	})
 	if n := deviceFDs(); n != 0 {
 		t.Errorf("%d uverbs file descriptors open after the runs", n)
 	}

@@ -61,6 +61,8 @@ type dest struct {
 	VAddr    uint64
 	GID      uverbs.GID
 	SRQN     uint32
+	// GIDIndex travels only in the binary (rdma_cm) form.
+	GIDIndex int
 }
 
 // marshal formats d as ethernet_write_keys does, with the GID when
@@ -146,6 +148,58 @@ func parseDest(m []byte, withGID bool) (dest, error) {
 	return d, nil
 }
 
+// destBinarySize is sizeof(struct pingpong_dest) in perftest 4.5: what
+// rdma_write_keys sends over an rdma_cm control connection.
+const destBinarySize = 56
+
+// marshalBinary is rdma_write_keys' message: struct pingpong_dest with
+// every field big-endian (lid@0, out_reads@4, qpn@8, psn@12, rkey@16,
+// padding, vaddr@24, gid@32, srqn@48, gid_index@52). gid_index is the
+// sender's, -1 without a GID.
+func (d dest) marshalBinary(withGID bool) []byte {
+	m := make([]byte, destBinarySize)
+	be := binary.BigEndian
+	be.PutUint32(m[0:], uint32(d.LID))
+	be.PutUint32(m[4:], uint32(int32(d.OutReads)))
+	be.PutUint32(m[8:], d.QPN)
+	be.PutUint32(m[12:], d.PSN)
+	be.PutUint32(m[16:], d.Rkey)
+	be.PutUint64(m[24:], d.VAddr)
+	copy(m[32:48], d.GID[:])
+	be.PutUint32(m[48:], d.SRQN)
+	gidIndex := int32(-1)
+	if withGID {
+		gidIndex = int32(d.GIDIndex)
+	}
+	be.PutUint32(m[52:], uint32(gidIndex))
+	return m
+}
+
+// parseDestBinary reads rdma_read_keys' message. perftest reads the LID,
+// outstanding reads, QPN, PSN, rkey, address and GID (not the SRQ number
+// or the GID index); values out of their fields' ranges are refused.
+func parseDestBinary(m []byte) (dest, error) {
+	if len(m) != destBinarySize {
+		return dest{}, fmt.Errorf("%w: %d-byte address, want %d", ErrBadMessage, len(m), destBinarySize)
+	}
+	be := binary.BigEndian
+	lid, outReads, qpn, psn := be.Uint32(m[0:]), int32(be.Uint32(m[4:])), be.Uint32(m[8:]), be.Uint32(m[12:])
+	switch {
+	case lid > 0xffff:
+		return dest{}, fmt.Errorf("%w: LID %#x", ErrBadMessage, lid)
+	case outReads < 0:
+		return dest{}, fmt.Errorf("%w: outstanding reads %d", ErrBadMessage, outReads)
+	case qpn > 0xffffff:
+		return dest{}, fmt.Errorf("%w: QPN %#x", ErrBadMessage, qpn)
+	case psn > 0xffffff:
+		return dest{}, fmt.Errorf("%w: PSN %#x", ErrBadMessage, psn)
+	}
+	d := dest{LID: uint16(lid), OutReads: int(outReads), QPN: qpn, PSN: psn, Rkey: be.Uint32(m[16:]),
+		VAddr: be.Uint64(m[24:]), SRQN: be.Uint32(m[48:]), GIDIndex: int(int32(be.Uint32(m[52:])))}
+	copy(d.GID[:], m[32:48])
+	return d, nil
+}
+
 // bwReport is struct bw_report_data, the part that travels.
 type bwReport struct {
 	Size    uint64
@@ -155,29 +209,75 @@ type bwReport struct {
 	MsgRate float64
 }
 
-// comm is the TCP connection to the peer.
+// comm is the out-of-band channel to the peer: a TCP connection, or with
+// -R the rdma_cm control connection (cmChannel).
 type comm struct {
-	conn    net.Conn
+	ch      msgChannel
 	client  bool
 	withGID bool
-	peerVer float64
+	// binaryDest: addresses travel as the binary struct pingpong_dest
+	// (rdma_cm), not as text (TCP).
+	binaryDest bool
+	peerVer    float64
+}
+
+// msgChannel carries the exchange's messages. Both kinds deliver each
+// message whole: TCP as a byte stream read to the expected length, rdma_cm
+// as one SEND per message.
+type msgChannel interface {
+	// write sends one message.
+	write(b []byte) error
+	// read receives the next message into b, which it fills.
+	read(b []byte) error
+	// close ends the channel (once the closing handshake is done: TCP
+	// says "done" first).
+	close(done bool) error
+}
+
+// tcpChannel is perftest's TCP exchange.
+type tcpChannel struct{ conn net.Conn }
+
+func (t tcpChannel) write(b []byte) error {
+	t.conn.SetDeadline(time.Now().Add(exchangeTimeout))
+	if _, err := t.conn.Write(b); err != nil {
+		return fmt.Errorf("write to the peer: %w", err)
+	}
+	return nil
+}
+
+func (t tcpChannel) read(b []byte) error {
+	t.conn.SetDeadline(time.Now().Add(exchangeTimeout))
+	if _, err := io.ReadFull(t.conn, b); err != nil {
+		return fmt.Errorf("read from the peer: %w", err)
+	}
+	return nil
+}
+
+func (t tcpChannel) close(done bool) error {
+	var err error
+	if done {
+		if _, err = t.conn.Write([]byte(doneMsg)); err != nil {
+			err = fmt.Errorf("write to the peer: %w", err)
+		}
+	}
+	t.conn.Close()
+	return err
 }
 
 // xchg is ctx_xchg_data: the client writes mine and reads len(theirs); the
 // server reads, then writes.
 func (c *comm) xchg(mine, theirs []byte) error {
-	c.conn.SetDeadline(time.Now().Add(exchangeTimeout))
 	if c.client {
-		if _, err := c.conn.Write(mine); err != nil {
-			return fmt.Errorf("write to the peer: %w", err)
+		if err := c.ch.write(mine); err != nil {
+			return err
 		}
 	}
-	if _, err := io.ReadFull(c.conn, theirs); err != nil {
-		return fmt.Errorf("read from the peer: %w", err)
+	if err := c.ch.read(theirs); err != nil {
+		return err
 	}
 	if !c.client {
-		if _, err := c.conn.Write(mine); err != nil {
-			return fmt.Errorf("write to the peer: %w", err)
+		if err := c.ch.write(mine); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -185,6 +285,13 @@ func (c *comm) xchg(mine, theirs []byte) error {
 
 // handshake is ctx_hand_shake: addresses both ways.
 func (c *comm) handshake(mine dest) (dest, error) {
+	if c.binaryDest {
+		var theirs [destBinarySize]byte
+		if err := c.xchg(mine.marshalBinary(c.withGID), theirs[:]); err != nil {
+			return dest{}, err
+		}
+		return parseDestBinary(theirs[:])
+	}
 	size := keyMsgSize
 	if c.withGID {
 		size = keyMsgSizeGID
@@ -278,18 +385,13 @@ func (c *comm) reports(mine bwReport) (bwReport, error) {
 	return theirs, nil
 }
 
-// close is ctx_close_connection: a last handshake, "done", and the
-// connection closed.
+// close is ctx_close_connection: a last handshake, "done" (TCP only),
+// and the connection closed.
 func (c *comm) close(mine dest) error {
 	if _, err := c.handshake(mine); err != nil {
 		return err
 	}
-	_, err := c.conn.Write([]byte(doneMsg))
-	c.conn.Close()
-	if err != nil {
-		return fmt.Errorf("write to the peer: %w", err)
-	}
-	return nil
+	return c.ch.close(true)
 }
 
 // atof is C's atof for the version text: the leading decimal number, 0 if

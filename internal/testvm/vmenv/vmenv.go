@@ -129,6 +129,21 @@ func deviceNames() []string {
 	return names
 }
 
+// RequireCM stops the test unless both rxe devices and the connection
+// manager's device (/dev/infiniband/rdma_cm) are there, as RequireDevice
+// does: a skip outside the VM, a failure inside.
+func RequireCM(t testing.TB) {
+	t.Helper()
+	RequireDevice(t, RXE0)
+	RequireDevice(t, RXE1)
+	if _, err := os.Stat(filepath.Join(devInfiniband, "rdma_cm")); err != nil {
+		if InVM() {
+			t.Fatalf("inside the test VM (kernel %s) without the connection manager: %v", KernelName(), err)
+		}
+		t.Skipf("no connection manager: %v; not in the test VM (run through internal/testvm: make vmtest)", err)
+	}
+}
+
 // CaptureStdout runs f with os.Stdout redirected to a pipe and returns
 // what it printed, for the VM tests that run godoc examples (which need a
 // device and so carry no Output comment).

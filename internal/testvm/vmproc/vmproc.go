@@ -4,6 +4,9 @@
 package vmproc
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FreePort returns a TCP port nothing listens on now.
@@ -58,4 +62,62 @@ func ExitCode(err error) (code int, note string) {
 	default:
 		return -1, fmt.Sprintf("\n[test: %v]", err)
 	}
+}
+
+// CMListening reports whether an rdma_cm ID listens on port in port space
+// ps ("TCP" or "UDP"), from iproute2's `rdma resource show cm_id`: rdma_cm
+// listeners have no socket for Listening to find.
+func CMListening(ps string, port int) bool {
+	out, err := exec.Command("rdma", "-j", "resource", "show", "cm_id").Output()
+	if err != nil {
+		return false
+	}
+	var ids []struct {
+		State   string `json:"state"`
+		PS      string `json:"ps"`
+		SrcAddr string `json:"src-addr"`
+	}
+	if json.Unmarshal(out, &ids) != nil {
+		return false
+	}
+	suffix := fmt.Sprintf(":%d", port)
+	for _, id := range ids {
+		if id.State == "LISTEN" && id.PS == ps && strings.HasSuffix(id.SrcAddr, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is how a program run by Start ended.
+type Result struct {
+	Exit           int
+	Stdout, Stderr string
+}
+
+// Start runs one of rdma-core's tools (looked up in PATH, with
+// IBV_DRIVERS=rxe) in the background until it exits or ctx ends, and
+// delivers its exit status and output; a tool that is not there fails the
+// test.
+func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-chan Result {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("inside the test VM without %s: %v", tool, err)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	done := make(chan Result, 1)
+	go func() {
+		exit, note := ExitCode(cmd.Wait())
+		errb.WriteString(note)
+		done <- Result{exit, out.String(), errb.String()}
+	}()
+	return done
 }
