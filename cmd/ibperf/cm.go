@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/cqwait"
 	"github.com/goverbs/goverbs/internal/grh"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
@@ -104,10 +103,10 @@ func (c *cmControl) postRecv() error {
 }
 
 // wait returns the next completion of cq.
-func (c *cmControl) wait(cq *uverbs.CQ, cc *uverbs.CompChannel, what string) (uverbs.WC, error) {
+func (c *cmControl) wait(cq *uverbs.CQ, what string) (uverbs.WC, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, exchangeTimeout)
 	defer cancel()
-	if _, err := cqwait.Poll(ctx, cq, cc, c.wcs[:]); err != nil {
+	if _, err := cq.Wait(ctx, c.wcs[:]); err != nil {
 		return uverbs.WC{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if wc := c.wcs[0]; wc.Status != uverbs.WCSuccess {
@@ -127,14 +126,14 @@ func (c *cmControl) write(b []byte) error {
 		SGL: []uverbs.SGE{{Addr: c.mr.Addr() + cmControlSlot, Length: uint32(len(b)), Lkey: c.mr.Lkey()}}}}); err != nil {
 		return fmt.Errorf("write to the peer: %w", err)
 	}
-	_, err := c.wait(c.scq, c.scc, "write to the peer")
+	_, err := c.wait(c.scq, "write to the peer")
 	return err
 }
 
 // read is rdma_read_data: the next message, which must be len(b) bytes,
 // and the receive posted again.
 func (c *cmControl) read(b []byte) error {
-	wc, err := c.wait(c.rcq, c.rcc, "read from the peer")
+	wc, err := c.wait(c.rcq, "read from the peer")
 	if err != nil {
 		return err
 	}

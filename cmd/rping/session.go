@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goverbs/goverbs/internal/cqwait"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -137,7 +136,7 @@ func (s *session) rdma(op uverbs.WROpcode, peer info, n int) error {
 // completion channel while the CQ is empty, until ctx ends.
 func (s *session) next(ctx context.Context) (uverbs.WC, info, error) {
 	for {
-		if _, err := cqwait.Poll(ctx, s.cq, s.ch, s.wcs[:]); err != nil {
+		if _, err := s.cq.Wait(ctx, s.wcs[:]); err != nil {
 			return uverbs.WC{}, info{}, err
 		}
 		wc := s.wcs[0]
