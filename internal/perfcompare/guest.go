@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -135,46 +133,11 @@ func (g *guest) pair(c benchCase, serverTool, clientTool string) (float64, error
 	ctx, cancel := context.WithTimeout(g.ctx, pairTimeout)
 	defer cancel()
 	g.port++
-	start := func(argv []string, env []string) (*exec.Cmd, *bytes.Buffer, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = append(append(os.Environ(), "IBV_DRIVERS=rxe"), env...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 5 * time.Second
-		return cmd, &out, cmd.Start()
-	}
-	srv, srvOut, err := start(g.command(serverTool, c, g.serverDev, true), nil)
+	cliOut, _, err := vmproc.RunPair(ctx, g.port, g.command(serverTool, c, g.serverDev, true),
+		g.command(clientTool, c, "rxe0", false), g.clientEnv)
+	g.lastOutput = cliOut
 	if err != nil {
 		return 0, err
 	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
-	for !vmproc.Listening(g.port) {
-		select {
-		case err := <-srvDone:
-			return 0, fmt.Errorf("server ended before listening: %v: %s", err, srvOut)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	cli, cliOut, err := start(g.command(clientTool, c, "rxe0", false), g.clientEnv)
-	if err != nil {
-		return 0, err
-	}
-	cliErr := cli.Wait()
-	srvErr := <-srvDone
-	g.lastOutput = cliOut.String()
-	if cliErr != nil || srvErr != nil {
-		return 0, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cliErr, srvErr, tail(cliOut.String()), tail(srvOut.String()))
-	}
-	return value(c.Metric, cliOut.String())
-}
-
-func tail(s string) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > 8 {
-		l = l[len(l)-8:]
-	}
-	return strings.Join(l, "\n")
+	return value(c.Metric, cliOut)
 }

@@ -199,37 +199,9 @@ func (g *guest) bandwidth(tool string, qps, iters int) (float64, error) {
 		}
 		return a
 	}
-	start := func(a []string) (*exec.Cmd, *bytes.Buffer, error) {
-		cmd := exec.CommandContext(ctx, a[0], a[1:]...)
-		cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 5 * time.Second
-		return cmd, &out, cmd.Start()
-	}
-	srv, srvOut, err := start(argv(true))
+	cliOut, _, err := vmproc.RunPair(ctx, g.port, argv(true), argv(false), nil)
 	if err != nil {
 		return 0, err
 	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
-	for !vmproc.Listening(g.port) {
-		select {
-		case err := <-srvDone:
-			return 0, fmt.Errorf("server ended before listening: %v: %s", err, srvOut)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	cli, cliOut, err := start(argv(false))
-	if err != nil {
-		return 0, err
-	}
-	cliErr := cli.Wait()
-	srvErr := <-srvDone
-	if cliErr != nil || srvErr != nil {
-		return 0, fmt.Errorf("client: %v, server: %v\nclient:\n%s\nserver:\n%s", cliErr, srvErr, cliOut, srvOut)
-	}
-	return parseBW(cliOut.String())
+	return parseBW(cliOut)
 }

@@ -121,3 +121,58 @@ func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-cha
 	}()
 	return done
 }
+
+// RunPair runs a server and then, once it listens on TCP port, a client
+// (both with IBV_DRIVERS=rxe, the client also with clientEnv), waits for
+// both, and returns their combined output. The error names both exit
+// statuses and carries the last lines of each output; a server that exits
+// before listening is reported with its output.
+func RunPair(ctx context.Context, port int, server, client, clientEnv []string) (cliOut, srvOut string, err error) {
+	start := func(argv, env []string) (*exec.Cmd, *bytes.Buffer, error) {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), "IBV_DRIVERS=rxe"), env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.WaitDelay = 5 * time.Second
+		return cmd, &out, cmd.Start()
+	}
+	srv, so, err := start(server, nil)
+	if err != nil {
+		return "", "", err
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	for !Listening(port) {
+		select {
+		case err := <-srvDone:
+			return "", so.String(), fmt.Errorf("server ended before listening: %v: %s", err, so)
+		case <-ctx.Done():
+			srv.Process.Kill()
+			<-srvDone
+			return "", so.String(), ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cli, co, err := start(client, clientEnv)
+	if err != nil {
+		srv.Process.Kill()
+		<-srvDone
+		return "", so.String(), err
+	}
+	cliErr := cli.Wait()
+	srvErr := <-srvDone
+	if cliErr != nil || srvErr != nil {
+		return co.String(), so.String(), fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
+			cliErr, srvErr, lastLines(co.String(), 8), lastLines(so.String(), 8))
+	}
+	return co.String(), so.String(), nil
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
