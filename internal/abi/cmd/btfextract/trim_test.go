@@ -63,15 +63,7 @@ func kernelLikeSpec(t testing.TB) *btf.Spec {
 		&btf.Struct{Name: "unrelated", Size: 4, Members: []btf.Member{{Name: "x", Type: u32}}},
 		ibMR,
 	}
-	b, err := btf.NewBuilder(types, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := b.Spec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spec
+	return specOf(t, types...)
 }
 
 func TestTrimSpec(t *testing.T) {
