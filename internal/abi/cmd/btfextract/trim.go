@@ -16,7 +16,7 @@ import (
 var ErrUnexpectedType = errors.New("unexpected BTF type in a layout")
 
 // ErrUnsized reports a member whose type has no size, such as a struct that
-// is only forward-declared or void, held by value. C rejects such a member;
+// is only forward-declared, held by value. C rejects such a member;
 // BTF can still describe it, but no layout containing it can be computed.
 var ErrUnsized = errors.New("type without a size held by value")
 
@@ -59,8 +59,8 @@ func isRoot(name string, extra map[string]bool) bool {
 // whole. Qualifiers and type tags are dropped; they carry no layout.
 //
 // What it cannot lay out it refuses rather than writes: a member of a type
-// without a size (ErrUnsized), a struct holding itself by value
-// (ErrCycle), a member BTF cannot encode (ErrUnencodable).
+// without a size (ErrUnsized), a type holding itself by value (ErrCycle),
+// a member or integer BTF cannot encode (ErrUnencodable).
 type trimmer struct {
 	extra     map[string]bool
 	copies    map[btf.Type]btf.Type
