@@ -170,7 +170,9 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 		return 2
 	}
 	workers := "one fuzzing worker per CPU"
-	if *parallel > 0 {
+	if *parallel == 1 {
+		workers = "1 fuzzing worker"
+	} else if *parallel > 1 {
 		workers = fmt.Sprintf("%d fuzzing workers", *parallel)
 	}
 	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each, at least %d executions, %s (discovery %v)\n",
