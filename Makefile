@@ -159,7 +159,8 @@ bench-mlx5:
 # on a shared machine:
 #   make fuzz FUZZTIME=2m FUZZPARALLEL=1
 # FUZZPARALLEL is go test's -parallel, the fuzzing workers (default one per
-# CPU); FUZZRUN=Trim limits the run to targets matching a regexp.
+# CPU); FUZZRUN=Trim limits the run to targets whose name matches a regexp
+# (make wants $$ for $: FUZZRUN='^FuzzRun$$').
 FUZZTIME     ?= 5s
 FUZZMINEXECS ?= 1000
 FUZZPARALLEL ?= 0
