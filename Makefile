@@ -14,7 +14,7 @@
 #   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
 #
 # Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
-# FUZZTIME, FUZZMINEXECS, FUZZPARALLEL, FUZZRUN (see fuzz below),
+# FUZZTIME, FUZZMINEXECS, FUZZPARALLEL, FUZZRUN, FUZZMINIMIZE (see fuzz below),
 # PKGS, GOVERBS_VM_CACHE (kernel cache, default ~/.cache/goverbs-vm),
 # GOVERBS_VM_VERBOSE=1 (vmexec shows the kernel console and timings).
 
@@ -165,8 +165,12 @@ FUZZTIME     ?= 5s
 FUZZMINEXECS ?= 1000
 FUZZPARALLEL ?= 0
 FUZZRUN      ?=
+# The longest minimisation of one input (0: a tenth of FUZZTIME, 1s to 60s),
+# so that one large input cannot take a target's whole time.
+FUZZMINIMIZE ?= 0
 fuzz:
-	$(GO) run ./internal/fuzzrun -time $(FUZZTIME) -minexecs $(FUZZMINEXECS) -parallel $(FUZZPARALLEL) -run '$(FUZZRUN)'
+	$(GO) run ./internal/fuzzrun -time $(FUZZTIME) -minexecs $(FUZZMINEXECS) -parallel $(FUZZPARALLEL) \
+		-minimizetime $(FUZZMINIMIZE) -run '$(FUZZRUN)'
 
 # ibperf and perftest side by side in the test VM, medians and Go/C ratios
 # (docs/performance.md has the method and the last run's table).

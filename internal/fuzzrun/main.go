@@ -25,6 +25,14 @@
 //
 // -parallel sets go test's number of fuzzing workers (default: one per
 // CPU); on a shared machine -parallel 1 leaves the other cores alone.
+//
+// -minimizetime bounds how long go test minimises one input (its
+// -fuzzminimizetime; default a tenth of -time, at most go's own 60 s).
+// Minimising drops each byte and each run of bytes, so its time grows with
+// the square of the input's size, and a worker reports its executions only
+// when it is done: one large input, from a seed or from the fuzz cache of
+// an earlier run, could otherwise take a target's whole time and count
+// for nothing.
 package main
 
 import (
@@ -138,16 +146,20 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 	goCmd := fl.String("go", "go", "the go command")
 	minExecs := fl.Int64("minexecs", 1000, "fail a target that ran fewer executions than this")
 	parallel := fl.Int("parallel", 0, "fuzzing workers per target (go test -parallel; 0: one per CPU)")
+	minimize := fl.Duration("minimizetime", 0, "longest minimisation of one input (go test -fuzzminimizetime; 0: a tenth of -time, at most 60s)")
 	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fuzzrun [-time d] [-minexecs n] [-parallel n] [-run regexp] [packages]\n")
+		fmt.Fprintf(stderr, "usage: fuzzrun [-time d] [-minexecs n] [-parallel n] [-minimizetime d] [-run regexp] [packages]\n")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
-	if *minExecs < 0 || *parallel < 0 {
-		fmt.Fprintln(stderr, "fuzzrun: -minexecs and -parallel must not be negative")
+	if *minExecs < 0 || *parallel < 0 || *minimize < 0 || *fuzzTime <= 0 {
+		fmt.Fprintln(stderr, "fuzzrun: -time must be positive, -minexecs, -parallel and -minimizetime not negative")
 		return 2
+	}
+	if *minimize == 0 {
+		*minimize = defaultMinimizeTime(*fuzzTime)
 	}
 	re, err := regexp.Compile(*only)
 	if err != nil {
@@ -175,11 +187,11 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 	} else if *parallel > 1 {
 		workers = fmt.Sprintf("%d fuzzing workers", *parallel)
 	}
-	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each, at least %d executions, %s (discovery %v)\n",
-		len(targets), *fuzzTime, *minExecs, workers, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each, at least %d executions, %s, minimising an input at most %v (discovery %v)\n",
+		len(targets), *fuzzTime, *minExecs, workers, *minimize, time.Since(start).Round(time.Millisecond))
 	var results []result
 	for _, t := range targets {
-		r := fuzz(*goCmd, t, *fuzzTime, *parallel)
+		r := fuzz(*goCmd, t, runOpts{time: *fuzzTime, parallel: *parallel, minimize: *minimize})
 		status := "ok"
 		switch {
 		case r.crashed:
@@ -334,11 +346,11 @@ func raceOnly(out []byte) bool {
 // fuzz runs one target; a run that failed only by the coordinator's
 // deadline race is run once more, and if that one races too the target is
 // reported as raced, not crashed (it found nothing either time).
-func fuzz(goCmd string, t target, d time.Duration, parallel int) result {
-	r := fuzzOnce(goCmd, t, d, parallel)
+func fuzz(goCmd string, t target, o runOpts) result {
+	r := fuzzOnce(goCmd, t, o)
 	if r.crashed && raceOnly([]byte(r.detail)) {
 		first := r
-		r = fuzzOnce(goCmd, t, d, parallel)
+		r = fuzzOnce(goCmd, t, o)
 		r.elapsed += first.elapsed
 		r.stats = first.stats.add(r.stats)
 		if r.crashed && raceOnly([]byte(r.detail)) {
@@ -348,13 +360,35 @@ func fuzz(goCmd string, t target, d time.Duration, parallel int) result {
 	return r
 }
 
-func fuzzOnce(goCmd string, t target, d time.Duration, parallel int) result {
-	// -run matching nothing: the package's ordinary tests run elsewhere.
-	args := []string{"test", "-run", "^$", "-fuzz", "^" + t.name + "$", "-fuzztime", d.String()}
-	if parallel > 0 {
-		args = append(args, "-parallel", strconv.Itoa(parallel))
+// runOpts is how each target is fuzzed.
+type runOpts struct {
+	time     time.Duration // go test -fuzztime
+	parallel int           // go test -parallel, 0 for its default
+	minimize time.Duration // go test -fuzzminimizetime
+}
+
+// defaultMinimizeTime is a tenth of the fuzzing time, at most go's own
+// default of 60 s and at least a second.
+func defaultMinimizeTime(fuzzTime time.Duration) time.Duration {
+	return min(max(fuzzTime/10, time.Second), time.Minute)
+}
+
+// args are go test's arguments for fuzzing target name in the current
+// directory; -run matching nothing, as the package's ordinary tests run
+// elsewhere.
+func (o runOpts) args(name string) []string {
+	args := []string{"test", "-run", "^$", "-fuzz", "^" + name + "$", "-fuzztime", o.time.String()}
+	if o.minimize > 0 {
+		args = append(args, "-fuzzminimizetime", o.minimize.String())
 	}
-	cmd := exec.Command(goCmd, append(args, ".")...)
+	if o.parallel > 0 {
+		args = append(args, "-parallel", strconv.Itoa(o.parallel))
+	}
+	return append(args, ".")
+}
+
+func fuzzOnce(goCmd string, t target, o runOpts) result {
+	cmd := exec.Command(goCmd, o.args(t.name)...)
 	cmd.Dir = t.dir
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -180,8 +180,32 @@ func TestSummarizeThreshold(t *testing.T) {
 	}
 }
 
+func TestRunOptsArgs(t *testing.T) {
+	tests := []struct {
+		o    runOpts
+		want string
+	}{
+		{runOpts{time: 5 * time.Second}, "test -run ^$ -fuzz ^FuzzX$ -fuzztime 5s ."},
+		{runOpts{time: 2 * time.Minute, parallel: 1, minimize: 12 * time.Second},
+			"test -run ^$ -fuzz ^FuzzX$ -fuzztime 2m0s -fuzzminimizetime 12s -parallel 1 ."},
+	}
+	for _, tc := range tests {
+		if got := strings.Join(tc.o.args("FuzzX"), " "); got != tc.want {
+			t.Errorf("%+v: got %q, want %q", tc.o, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ fuzz, want time.Duration }{
+		{5 * time.Second, time.Second}, {80 * time.Second, 8 * time.Second}, {2 * time.Minute, 12 * time.Second},
+		{time.Hour, time.Minute},
+	} {
+		if got := defaultMinimizeTime(tc.fuzz); got != tc.want {
+			t.Errorf("defaultMinimizeTime(%v) = %v, want %v", tc.fuzz, got, tc.want)
+		}
+	}
+}
+
 func TestRunBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-minexecs", "-1"}, {"-parallel", "-2"}, {"-run", "("}} {
+	for _, args := range [][]string{{"-minexecs", "-1"}, {"-parallel", "-2"}, {"-minimizetime", "-1s"}, {"-time", "0s"}, {"-run", "("}} {
 		var out, errb strings.Builder
 		if code := run(args, &out, &errb, t.TempDir()); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
