@@ -9,13 +9,14 @@
 #   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
 #   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host)
 #   make cmrate    rdmacm's connection setup rate against librdmacm's in the VM
-#   make fuzz      every go test -fuzz target of the module for FUZZTIME each
+#   make fuzz      every go test -fuzz target of the module for FUZZTIME each (at least FUZZMINEXECS runs)
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
 #   make soak      the load test for SOAK (default 1h) on 6.12
 #   make test      deps + unit + unit-arm64 + fuzz + vmselftest + vmtest + vmrace
 #   make demo      ibinfo (if cmd/ibinfo exists) and ibv_devinfo in the VM on 6.12
 #
 # Knobs: KERNELS, TRANSPORTS, VMTEST_FLAGS (e.g. VMTEST_FLAGS='-run TestX -v'),
+# FUZZTIME, FUZZMINEXECS, FUZZPARALLEL, FUZZRUN, FUZZMINIMIZE (see fuzz below),
 # PKGS, GOVERBS_VM_CACHE (kernel cache, default ~/.cache/goverbs-vm),
 # GOVERBS_VM_VERBOSE=1 (vmexec shows the kernel console and timings).
 
@@ -185,10 +186,28 @@ bench-mlx5-vs-c:
 	$(GO) run ./internal/mlx5bench -reps $(MLX5_BENCH_REPS) -o $(CURDIR)/.cache/mlx5bench.md
 
 # Every fuzz target of the module (found by go test -list, so new ones join
-# by themselves), FUZZTIME each; fails on a crash and names the saved input.
-FUZZTIME ?= 5s
+# by themselves), FUZZTIME each; fails on a crash and names the saved input,
+# and fails a target that ran fewer than FUZZMINEXECS executions (a target
+# too slow to fuzz anything in its time). Each target's line gives its
+# executions, their rate, and the new interesting inputs it found:
+#   ok     github.com/goverbs/goverbs/internal/abi/cmd/btfextract.FuzzTrim   82.2s  703455 execs (8684/s), 2 new interesting (corpus 34)
+# CI keeps 5 s a target. Before resolving a parser's issue, or after
+# changing one, run the long campaign, minutes a target, one worker each
+# on a shared machine:
+#   make fuzz FUZZTIME=2m FUZZPARALLEL=1
+# FUZZPARALLEL is go test's -parallel, the fuzzing workers (default one per
+# CPU); FUZZRUN=Trim limits the run to targets whose name matches a regexp
+# (make wants $$ for $: FUZZRUN='^FuzzRun$$').
+FUZZTIME     ?= 5s
+FUZZMINEXECS ?= 1000
+FUZZPARALLEL ?= 0
+FUZZRUN      ?=
+# The longest minimisation of one input (0: a tenth of FUZZTIME, 1s to 60s),
+# so that one large input cannot take a target's whole time.
+FUZZMINIMIZE ?= 0
 fuzz:
-	$(GO) run ./internal/fuzzrun -time $(FUZZTIME)
+	$(GO) run ./internal/fuzzrun -time $(FUZZTIME) -minexecs $(FUZZMINEXECS) -parallel $(FUZZPARALLEL) \
+		-minimizetime $(FUZZMINIMIZE) -run '$(FUZZRUN)'
 
 # ibperf and perftest side by side in the test VM, medians and Go/C ratios
 # (docs/performance.md has the method and the last run's table).

@@ -65,8 +65,8 @@ func FuzzDeviceTree(f *testing.F) {
 		for _, d := range devs {
 			_ = d.Problem
 		}
-		_, err = s.Devices()
-		check("Devices", err)
+		// Devices is AllDevices filtered: reading the tree once more would
+		// halve the executions and reach nothing new.
 		_, err = s.Device("rxe0")
 		check("Device", err)
 		_, err = s.Uverbs("rxe0")

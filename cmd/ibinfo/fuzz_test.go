@@ -87,12 +87,16 @@ func fuzzSystem(data []byte) *fakeSystem {
 
 // FuzzRun feeds odd device data and command lines to ibinfo, in the
 // ibv_devinfo and the JSON form: it must never panic, and the exit status
-// must be a byte.
+// must be a byte. The seeds stay near the recorded ones' 352 bytes
+// (testdata/fuzz/FuzzRun): an execution takes 60 to 300 us, and the fuzzer
+// minimises every input that finds new coverage in time growing with the
+// square of its size, so 2 KB seeds left a one-worker run minimising for
+// its whole time (419 executions in 80 s).
 func FuzzRun(f *testing.F) {
 	f.Add([]byte{}, "-v")
-	f.Add(bytes.Repeat([]byte{0xff}, 2000), "-v")
-	f.Add(bytes.Repeat([]byte{0x01, 0x80}, 1000), "--json")
-	f.Add(bytes.Repeat([]byte{0x7f, 0x00, 0x10}, 900), "-i\x002\x00-v")
+	f.Add(bytes.Repeat([]byte{0xff}, 384), "-v")
+	f.Add(bytes.Repeat([]byte{0x01, 0x80}, 192), "--json")
+	f.Add(bytes.Repeat([]byte{0x7f, 0x00, 0x10}, 128), "-i\x002\x00-v")
 	f.Fuzz(func(t *testing.T, data []byte, argv string) {
 		args := []string{"ibinfo"}
 		if argv != "" {

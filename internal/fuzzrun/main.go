@@ -12,6 +12,27 @@
 // A crashing input is written by go test to the package's
 // testdata/fuzz/<Target>/ directory; the summary names the file. Committed
 // there, it becomes a regression test that plain `go test` runs.
+//
+// Each target's line reports what go test's last progress line said: the
+// executions, their average rate, and the new interesting inputs (inputs
+// that reached new code, added to the corpus in the fuzz cache) with the
+// corpus's total. A target that ran fewer than -minexecs executions fails
+// the run like a crash: a target too slow for its seeds, or one whose
+// fuzzer spends the whole time minimising a large input, would otherwise
+// pass while fuzzing nothing.
+//
+//	ok     example.com/pkg.FuzzParse     5.3s  171759 execs (34351/s), 9 new interesting (corpus 14)
+//
+// -parallel sets go test's number of fuzzing workers (default: one per
+// CPU); on a shared machine -parallel 1 leaves the other cores alone.
+//
+// -minimizetime bounds how long go test minimises one input (its
+// -fuzzminimizetime; default a tenth of -time, at most go's own 60 s).
+// Minimising drops each byte and each run of bytes, so its time grows with
+// the square of the input's size, and a worker reports its executions only
+// when it is done: one large input, from a seed or from the fuzz cache of
+// an earlier run, could otherwise take a target's whole time and count
+// for nothing.
 package main
 
 import (
@@ -37,11 +58,78 @@ type target struct {
 type result struct {
 	target
 	elapsed time.Duration
-	execs   string // the last count go test printed, "" if none
+	stats   stats
 	crashed bool
 	raced   bool   // failed twice by go test's deadline race only (see deadlineRace)
 	detail  string // the failure's output: the panic and the input file
 	input   string // the crashing input's file, relative to dir
+}
+
+// few reports whether a target that found nothing ran fewer than min
+// executions.
+func (r result) few(min int64) bool {
+	return !r.crashed && r.stats.execs < min
+}
+
+// stats is what go test -fuzz's last progress line reported.
+type stats struct {
+	elapsed        time.Duration // fuzzing time, as go test counts it
+	execs          int64         // calls of the fuzz function, minimisation included
+	newInteresting int64         // inputs that reached new code in this run
+	corpus         int64         // the corpus's size: seeds, cache and new inputs
+	seen           bool          // a progress line was found
+}
+
+// progressLine matches go test's progress lines, e.g.
+// "fuzz: elapsed: 3s, execs: 152883 (50957/sec), new interesting: 2 (total: 9)";
+// elapsed is a time.Duration rounded to the second ("1m0s").
+var progressLine = regexp.MustCompile(`(?m)^fuzz: elapsed: ([0-9hms]+), execs: (\d+) \(\d+/sec\), new interesting: (\d+) \(total: (\d+)\)`)
+
+// parseStats reads the last progress line of go test -fuzz's output; the
+// line's own rate is over its last few seconds (often 0 once the time is
+// up), so the run's average is computed from its totals instead.
+func parseStats(out []byte) stats {
+	m := progressLine.FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		return stats{}
+	}
+	last := m[len(m)-1]
+	elapsed, err := time.ParseDuration(string(last[1]))
+	if err != nil {
+		return stats{}
+	}
+	num := func(b []byte) int64 {
+		n, _ := strconv.ParseInt(string(b), 10, 64)
+		return n
+	}
+	return stats{elapsed: elapsed, execs: num(last[2]), newInteresting: num(last[3]), corpus: num(last[4]), seen: true}
+}
+
+// add sums two runs of one target (a run stopped by the deadline race and
+// its rerun); the corpus is the later run's.
+func (s stats) add(later stats) stats {
+	return stats{
+		elapsed:        s.elapsed + later.elapsed,
+		execs:          s.execs + later.execs,
+		newInteresting: s.newInteresting + later.newInteresting,
+		corpus:         later.corpus,
+		seen:           s.seen || later.seen,
+	}
+}
+
+// rate is the average executions per second, 0 when no time was reported.
+func (s stats) rate() int64 {
+	if s.elapsed < time.Second {
+		return 0
+	}
+	return s.execs * int64(time.Second) / int64(s.elapsed)
+}
+
+func (s stats) String() string {
+	if !s.seen {
+		return "no progress reported"
+	}
+	return fmt.Sprintf("%d execs (%d/s), %d new interesting (corpus %d)", s.execs, s.rate(), s.newInteresting, s.corpus)
 }
 
 func main() {
@@ -56,12 +144,22 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 	fuzzTime := fl.Duration("time", 5*time.Second, "fuzzing time per target (go test -fuzztime)")
 	only := fl.String("run", "", "only targets whose name matches this regular expression")
 	goCmd := fl.String("go", "go", "the go command")
+	minExecs := fl.Int64("minexecs", 1000, "fail a target that ran fewer executions than this")
+	parallel := fl.Int("parallel", 0, "fuzzing workers per target (go test -parallel; 0: one per CPU)")
+	minimize := fl.Duration("minimizetime", 0, "longest minimisation of one input (go test -fuzzminimizetime; 0: a tenth of -time, at most 60s)")
 	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fuzzrun [-time d] [-run regexp] [packages]\n")
+		fmt.Fprintf(stderr, "usage: fuzzrun [-time d] [-minexecs n] [-parallel n] [-minimizetime d] [-run regexp] [packages]\n")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
 		return 2
+	}
+	if *minExecs < 0 || *parallel < 0 || *minimize < 0 || *fuzzTime <= 0 {
+		fmt.Fprintln(stderr, "fuzzrun: -time must be positive, -minexecs, -parallel and -minimizetime not negative")
+		return 2
+	}
+	if *minimize == 0 {
+		*minimize = defaultMinimizeTime(*fuzzTime)
 	}
 	re, err := regexp.Compile(*only)
 	if err != nil {
@@ -83,49 +181,70 @@ func run(args []string, stdout, stderr io.Writer, dir string) int {
 		fmt.Fprintln(stderr, "fuzzrun: no fuzz targets found")
 		return 2
 	}
-	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each (discovery %v)\n", len(targets), *fuzzTime, time.Since(start).Round(time.Millisecond))
+	workers := "one fuzzing worker per CPU"
+	if *parallel == 1 {
+		workers = "1 fuzzing worker"
+	} else if *parallel > 1 {
+		workers = fmt.Sprintf("%d fuzzing workers", *parallel)
+	}
+	fmt.Fprintf(stdout, "fuzzrun: %d targets, %v each, at least %d executions, %s, minimising an input at most %v (discovery %v)\n",
+		len(targets), *fuzzTime, *minExecs, workers, *minimize, time.Since(start).Round(time.Millisecond))
 	var results []result
 	for _, t := range targets {
-		r := fuzz(*goCmd, t, *fuzzTime)
+		r := fuzz(*goCmd, t, runOpts{time: *fuzzTime, parallel: *parallel, minimize: *minimize})
 		status := "ok"
 		switch {
 		case r.crashed:
 			status = "CRASH"
+		case r.few(*minExecs):
+			status = "FEW"
 		case r.raced:
 			status = "raced"
 		}
-		fmt.Fprintf(stdout, "%-6s %-60s %6.1fs  %s\n", status, t.pkg+"."+t.name, r.elapsed.Seconds(), r.execs)
+		fmt.Fprintf(stdout, "%-6s %-60s %6.1fs  %v\n", status, t.pkg+"."+t.name, r.elapsed.Seconds(), r.stats)
 		if r.crashed {
 			fmt.Fprintln(stdout, indent(r.detail))
 		}
 		results = append(results, r)
 	}
-	return summarize(stdout, results, time.Since(start))
+	return summarize(stdout, results, *minExecs, time.Since(start))
 }
 
-func summarize(w io.Writer, results []result, total time.Duration) int {
-	crashes := 0
+// summarize prints the run's totals and what failed, and returns the exit
+// status: 1 if a target crashed or ran fewer than minExecs executions.
+func summarize(w io.Writer, results []result, minExecs int64, total time.Duration) int {
+	crashes, few := 0, 0
+	var execs int64
 	for _, r := range results {
 		if r.crashed {
 			crashes++
 		}
+		if r.few(minExecs) {
+			few++
+		}
+		execs += r.stats.execs
 	}
-	fmt.Fprintf(w, "fuzzrun: %d targets, %d crashed, total %v\n", len(results), crashes, total.Round(time.Second))
+	fmt.Fprintf(w, "fuzzrun: %d targets, %d crashed, %d under %d executions; %d executions in all, total %v\n",
+		len(results), crashes, few, minExecs, execs, total.Round(time.Second))
 	for _, r := range results {
 		if r.raced {
 			fmt.Fprintf(w, "fuzzrun: %s.%s stopped twice by go test's -fuzztime deadline race (go.dev/issue/75804), no input found\n", r.pkg, r.name)
 		}
 	}
-	if crashes > 0 {
-		for _, r := range results {
-			if r.crashed {
-				where := "no input saved: see the output above"
-				if r.input != "" {
-					where = "input " + r.dir + "/" + r.input
-				}
-				fmt.Fprintf(w, "fuzzrun: CRASH %s.%s (%s)\n", r.pkg, r.name, where)
+	for _, r := range results {
+		switch {
+		case r.crashed:
+			where := "no input saved: see the output above"
+			if r.input != "" {
+				where = "input " + r.dir + "/" + r.input
 			}
+			fmt.Fprintf(w, "fuzzrun: CRASH %s.%s (%s)\n", r.pkg, r.name, where)
+		case r.few(minExecs):
+			fmt.Fprintf(w, "fuzzrun: FEW %s.%s ran %d executions, fewer than %d: too slow an input or too large a seed to minimise (go test -fuzz shows the progress)\n",
+				r.pkg, r.name, r.stats.execs, minExecs)
 		}
+	}
+	if crashes > 0 || few > 0 {
 		return 1
 	}
 	return 0
@@ -208,12 +327,8 @@ func listTargets(goCmd, dir string) ([]string, error) {
 	return names, nil
 }
 
-// execsLine matches go test's progress lines, e.g.
-// "fuzz: elapsed: 3s, execs: 152883 (50957/sec), new interesting: 2 (total: 9)".
 // crashFile matches go test's report of the input that failed.
 var crashFile = regexp.MustCompile(`Failing input written to (\S+)`)
-
-var execsLine = regexp.MustCompile(`fuzz: elapsed: (?:(\d+)m)?(\d+)s, execs: (\d+) `)
 
 // deadlineRace matches how go test fails a target when its -fuzztime ends
 // while a worker is still mid-input on a loaded machine: the target fails
@@ -231,12 +346,13 @@ func raceOnly(out []byte) bool {
 // fuzz runs one target; a run that failed only by the coordinator's
 // deadline race is run once more, and if that one races too the target is
 // reported as raced, not crashed (it found nothing either time).
-func fuzz(goCmd string, t target, d time.Duration) result {
-	r := fuzzOnce(goCmd, t, d)
+func fuzz(goCmd string, t target, o runOpts) result {
+	r := fuzzOnce(goCmd, t, o)
 	if r.crashed && raceOnly([]byte(r.detail)) {
-		first := r.elapsed
-		r = fuzzOnce(goCmd, t, d)
-		r.elapsed += first
+		first := r
+		r = fuzzOnce(goCmd, t, o)
+		r.elapsed += first.elapsed
+		r.stats = first.stats.add(r.stats)
 		if r.crashed && raceOnly([]byte(r.detail)) {
 			r.crashed, r.raced = false, true
 		}
@@ -244,25 +360,39 @@ func fuzz(goCmd string, t target, d time.Duration) result {
 	return r
 }
 
-func fuzzOnce(goCmd string, t target, d time.Duration) result {
-	// -run matching nothing: the package's ordinary tests run elsewhere.
-	cmd := exec.Command(goCmd, "test", "-run", "^$", "-fuzz", "^"+t.name+"$", "-fuzztime", d.String(), ".")
+// runOpts is how each target is fuzzed.
+type runOpts struct {
+	time     time.Duration // go test -fuzztime
+	parallel int           // go test -parallel, 0 for its default
+	minimize time.Duration // go test -fuzzminimizetime
+}
+
+// defaultMinimizeTime is a tenth of the fuzzing time, at most go's own
+// default of 60 s and at least a second.
+func defaultMinimizeTime(fuzzTime time.Duration) time.Duration {
+	return min(max(fuzzTime/10, time.Second), time.Minute)
+}
+
+// args are go test's arguments for fuzzing target name in the current
+// directory; -run matching nothing, as the package's ordinary tests run
+// elsewhere.
+func (o runOpts) args(name string) []string {
+	args := []string{"test", "-run", "^$", "-fuzz", "^" + name + "$", "-fuzztime", o.time.String()}
+	if o.minimize > 0 {
+		args = append(args, "-fuzzminimizetime", o.minimize.String())
+	}
+	if o.parallel > 0 {
+		args = append(args, "-parallel", strconv.Itoa(o.parallel))
+	}
+	return append(args, ".")
+}
+
+func fuzzOnce(goCmd string, t target, o runOpts) result {
+	cmd := exec.Command(goCmd, o.args(t.name)...)
 	cmd.Dir = t.dir
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	r := result{target: t, elapsed: time.Since(start)}
-	if m := execsLine.FindAllSubmatch(out, -1); len(m) > 0 {
-		// The last line's own rate is over its last few seconds (often 0
-		// once the time is up); report the run's average.
-		last := m[len(m)-1]
-		mins, _ := strconv.Atoi(string(last[1]))
-		secs, _ := strconv.Atoi(string(last[2]))
-		execs, _ := strconv.Atoi(string(last[3]))
-		r.execs = fmt.Sprintf("%d execs", execs)
-		if secs += 60 * mins; secs > 0 {
-			r.execs += fmt.Sprintf(" (%d/s)", execs/secs)
-		}
-	}
+	r := result{target: t, elapsed: time.Since(start), stats: parseStats(out)}
 	if err != nil {
 		// A crash names the input go test saved; anything else (a build
 		// error, a failing seed) fails the run all the same.

@@ -295,7 +295,12 @@ func (t *FS) resolve(op, name string, follow bool) (string, *node, error) {
 			cur = path.Dir(cur)
 			continue
 		}
-		next := path.Join(cur, elem)
+		// elem is one element, neither "." nor "..": joining it needs
+		// no cleaning.
+		next := elem
+		if cur != "." {
+			next = cur + "/" + elem
+		}
 		n, ok := t.nodes[next]
 		if !ok {
 			return "", nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}

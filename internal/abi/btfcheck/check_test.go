@@ -331,41 +331,99 @@ func TestCheckMessageNamesModule(t *testing.T) {
 	}
 }
 
-// FuzzCheck runs every Layout against arbitrary BTF: Check must not panic,
-// whatever the kernel side claims (cycles, huge offsets, odd kinds).
-func FuzzCheck(f *testing.F) {
-	spec := testSpec(f)
-	var all []btf.Type
-	for typ, err := range spec.All() {
+// fuzzLayouts are the layouts FuzzCheck picks from: the test mirrors, then
+// every mirror of package abi.
+var fuzzLayouts = append([]abi.Layout{
+	{C: "plain", Go: plain{}}, {C: "with_anon", Go: withAnon{}}, {C: "grown", Go: grownNew{}},
+	{C: "outer", Go: outerGo{}}, {C: "with_bits", Go: withBitsStorage{}},
+}, abi.Layouts...)
+
+// checkSeed is one FuzzCheck input: a BTF blob holding one struct (and
+// what it references) and the index in fuzzLayouts of its mirror.
+type checkSeed struct {
+	raw   []byte
+	which uint16
+}
+
+// checkSeeds builds FuzzCheck's seeds: each test struct alone, a hundred
+// bytes or so, and a few real uverbs structs cut from the checked-in 6.12
+// BTF. Small matters: the fuzzer minimises every input that finds new
+// coverage by dropping each byte and each run of bytes, which takes time
+// growing with the square of the input's size.
+func checkSeeds(t testing.TB) []checkSeed {
+	t.Helper()
+	var seeds []checkSeed
+	add := func(spec *btf.Spec, which int) {
+		name := fuzzLayouts[which].C
+		typ, err := spec.AnyTypeByName(name)
 		if err != nil {
-			f.Fatal(err)
+			t.Fatalf("%s: %v", name, err)
 		}
-		all = append(all, typ)
+		b, err := btf.NewBuilder([]btf.Type{typ}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := b.Marshal(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, checkSeed{raw, uint16(which)})
 	}
-	b, err := btf.NewBuilder(all, nil)
+	test := testSpec(t)
+	for i := range 5 {
+		add(test, i)
+	}
+	real, err := btf.LoadSpec("../testdata/btf/6.12/ib_uverbs.btf")
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
-	seed, err := b.Marshal(nil, nil)
-	if err != nil {
-		f.Fatal(err)
+	for i, l := range fuzzLayouts {
+		switch l.C {
+		case "ib_uverbs_attr", "ib_uverbs_cmd_hdr", "ib_uverbs_gid_entry":
+			add(real, i)
+		}
 	}
-	f.Add(seed, "plain")
-	f.Add(seed, "with_anon")
-	f.Add(seed, "grown")
-	layouts := append([]abi.Layout{
-		{C: "plain", Go: plain{}}, {C: "with_anon", Go: withAnon{}}, {C: "grown", Go: grownNew{}},
-		{C: "outer", Go: outerGo{}}, {C: "with_bits", Go: withBitsStorage{}},
-	}, abi.Layouts...)
-	f.Fuzz(func(t *testing.T, raw []byte, rename string) {
+	return seeds
+}
+
+// FuzzCheck checks one Layout, picked by which, against arbitrary BTF,
+// optionally under another struct name: Check must not panic, whatever the
+// kernel side claims (cycles, huge offsets, odd kinds). One layout per input
+// keeps each execution short; the fuzzer reaches every layout by mutating
+// which.
+func FuzzCheck(f *testing.F) {
+	for _, s := range checkSeeds(f) {
+		f.Add(s.raw, s.which, "")
+	}
+	f.Add(checkSeeds(f)[0].raw, uint16(1), "plain")
+	f.Fuzz(func(t *testing.T, raw []byte, which uint16, rename string) {
 		spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
 		if err != nil {
 			return
 		}
-		for _, l := range layouts {
-			l.C = cmp.Or(rename, l.C)
-			// Any result will do; a panic or a hang is the failure.
-			_, _ = Check(spec, l)
-		}
+		l := fuzzLayouts[int(which)%len(fuzzLayouts)]
+		l.C = cmp.Or(rename, l.C)
+		// Any result will do; a panic or a hang is the failure.
+		_, _ = Check(spec, l)
 	})
+}
+
+func TestCheckSeeds(t *testing.T) {
+	for _, s := range checkSeeds(t) {
+		spec, err := btf.LoadSpecFromReader(bytes.NewReader(s.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := fuzzLayouts[s.which]
+		problems, err := Check(spec, l)
+		if err != nil {
+			t.Errorf("%s: %v", l.C, err)
+		}
+		for _, p := range problems {
+			if !p.Compatible {
+				t.Errorf("%s: %v", l.C, p)
+			}
+		}
+		t.Logf("%s: %d bytes", l.C, len(s.raw))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -62,15 +63,7 @@ func kernelLikeSpec(t testing.TB) *btf.Spec {
 		&btf.Struct{Name: "unrelated", Size: 4, Members: []btf.Member{{Name: "x", Type: u32}}},
 		ibMR,
 	}
-	b, err := btf.NewBuilder(types, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := b.Spec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spec
+	return specOf(t, types...)
 }
 
 func TestTrimSpec(t *testing.T) {
@@ -178,28 +171,57 @@ func TestTrimCheckedIn(t *testing.T) {
 	}
 }
 
+// blobOf marshals types and what they reference into raw BTF.
+func blobOf(t testing.TB, types ...btf.Type) []byte {
+	t.Helper()
+	b, err := btf.NewBuilder(types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := b.Marshal(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// trimSeeds are small BTF blobs, a hundred bytes or two each, that between
+// them reach every branch of the trimmer: a plain root, a root embedding a
+// kernel object behind a pointer and by value, an anonymous union with a
+// bitfield, an enum, and a named kernel struct embedded anonymously.
+// Small matters: the fuzzer minimises every input that finds new coverage
+// by trying to drop each byte and each run of bytes, so the time that takes
+// grows with the square of the input's size.
+func trimSeeds(t testing.TB) [][]byte {
+	u8 := &btf.Int{Name: "c", Size: 1}
+	u32 := &btf.Int{Name: "u", Size: 4}
+	obj := &btf.Struct{Name: "k", Size: 16, Members: []btf.Member{
+		{Name: "p", Type: &btf.Pointer{Target: &btf.Fwd{Name: "f"}}}, {Name: "n", Type: u32, Offset: 64},
+	}}
+	return [][]byte{
+		blobOf(t, &btf.Struct{Name: "rxe_a", Size: 4, Members: []btf.Member{{Name: "n", Type: u32}}}),
+		blobOf(t, &btf.Struct{Name: "rxe_b", Size: 32, Members: []btf.Member{
+			{Name: "o", Type: obj},
+			{Name: "q", Type: &btf.Const{Type: &btf.Pointer{Target: obj}}, Offset: 128},
+			{Name: "", Offset: 192, Type: &btf.Union{Size: 8, Members: []btf.Member{
+				{Name: "x", Type: &btf.Typedef{Name: "t", Type: u32}, BitfieldSize: 3},
+				{Name: "y", Type: &btf.Array{Index: u32, Type: u8, Nelems: 8}},
+			}}},
+		}}, &btf.Enum{Name: "rdma_e", Size: 4, Values: []btf.EnumValue{{Name: "E", Value: 1}}}),
+		blobOf(t, &btf.Struct{Name: "rxe_c", Size: 20, Members: []btf.Member{
+			{Name: "", Type: obj}, {Name: "n", Type: u32, Offset: 128},
+		}}),
+	}
+}
+
 // FuzzTrim feeds arbitrary BTF to the trimmer: it must not panic, and what
-// it writes must keep the layout of every root.
+// it writes must keep the layout of every root. The checked-in blobs are
+// real but tens of KB, far too slow to mutate and minimise; TestTrimCheckedIn
+// covers them, and testdata/fuzz/FuzzTrim holds the inputs that found bugs.
 func FuzzTrim(f *testing.F) {
-	spec := kernelLikeSpec(f)
-	var all []btf.Type
-	for typ, err := range spec.All() {
-		if err != nil {
-			f.Fatal(err)
-		}
-		all = append(all, typ)
+	for _, seed := range trimSeeds(f) {
+		f.Add(seed)
 	}
-	b, err := btf.NewBuilder(all, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	seed, err := b.Marshal(nil, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	// The checked-in blobs are real but tens of KB: too slow a seed for
-	// the fuzzer to mutate and minimise. TestTrimCheckedIn covers them.
-	f.Add(seed)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
 		if err != nil {
@@ -215,28 +237,162 @@ func FuzzTrim(f *testing.F) {
 	})
 }
 
-// TestTrimUnencodable: BTF packs a member's offset into 24 bits once its
-// struct has a bitfield, and cilium's encoder truncates silently; the
-// trimmer must refuse such a layout (found by FuzzTrim).
-func TestTrimUnencodable(t *testing.T) {
+// TestTrimRefuses lists the layouts the trimmer must refuse rather than
+// write a blob whose layouts no longer compute: BTF packs a member's offset
+// into 24 bits once its struct has a bitfield, and cilium's encoder
+// truncates silently; a member without a size (a forward-declared struct by
+// value, found by FuzzTrim) leaves every later layout check unable to place
+// it; a type holding itself by value (a struct, or a qualifier or typedef
+// chain, which once overflowed the stack) has no finite layout.
+func TestTrimRefuses(t *testing.T) {
 	u32 := &btf.Int{Name: "u32", Size: 4}
+	fwd := &btf.Fwd{Name: "ib_device", Kind: btf.FwdStruct}
+	self := &btf.Struct{Name: "rxe_self", Size: 8}
+	self.Members = []btf.Member{{Name: "n", Type: u32}, {Name: "again", Type: &btf.Typedef{Name: "self_t", Type: self}, Offset: 32}}
+	constCycle := &btf.Const{}
+	constCycle.Type = &btf.Volatile{Type: constCycle}
+	typedefCycle := &btf.Typedef{Name: "loop_t"}
+	typedefCycle.Type = typedefCycle
 	for _, tc := range []struct {
 		name    string
-		members []btf.Member
+		root    btf.Type
+		wantErr error
+		wantMsg string
 	}{
-		{"offset past 24 bits", []btf.Member{
+		{"offset past 24 bits", &btf.Struct{Name: "rxe_huge", Size: 1 << 22, Members: []btf.Member{
 			{Name: "bits", Type: u32, BitfieldSize: 3},
 			{Name: "far", Type: u32, Offset: 1 << 24},
-		}},
-		{"bitfield wider than 8 bits of width", []btf.Member{
+		}}, ErrUnencodable, "member far at bit 16777216"},
+		{"bitfield wider than 8 bits of width", &btf.Struct{Name: "rxe_huge", Size: 1 << 22, Members: []btf.Member{
 			{Name: "wide", Type: u32, BitfieldSize: 256},
-		}},
+		}}, ErrUnencodable, "member wide"},
+		{"integer wider than 128 bits (found by FuzzTrim)", &btf.Struct{Name: "rxe_wide", Size: 32, Members: []btf.Member{
+			{Name: "n", Type: &btf.Int{Name: "u256", Size: 32}},
+		}}, ErrUnencodable, `member n: layout not encodable in BTF: integer "u256" of 32 bytes`},
+		{"forward-declared struct by value", &btf.Struct{Name: "rxe_fwd", Size: 8, Members: []btf.Member{
+			{Name: "n", Type: u32}, {Name: "dev", Type: fwd, Offset: 32},
+		}}, ErrUnsized, `member dev: type without a size held by value: Fwd:"ib_device"`},
+		{"typedef of a forward declaration", &btf.Struct{Name: "rxe_fwd", Size: 8, Members: []btf.Member{
+			{Name: "dev", Type: &btf.Const{Type: &btf.Typedef{Name: "dev_t", Type: fwd}}},
+		}}, ErrUnsized, "member dev: "},
+		{"array of a forward declaration", &btf.Struct{Name: "rxe_fwd", Size: 8, Members: []btf.Member{
+			{Name: "devs", Type: &btf.Array{Index: u32, Type: fwd, Nelems: 2}},
+		}}, ErrUnsized, "member devs: "},
+		{"in an anonymous union", &btf.Struct{Name: "rxe_fwd", Size: 8, Members: []btf.Member{
+			{Name: "", Type: &btf.Union{Size: 8, Members: []btf.Member{{Name: "dev", Type: fwd}}}},
+		}}, ErrUnsized, "member (anonymous): member dev: "},
+		{"holds itself", self, ErrCycle, "member again: "},
+		{"qualifier naming itself (found by FuzzTrim)", &btf.Struct{Name: "rxe_q", Size: 4, Members: []btf.Member{
+			{Name: "q", Type: constCycle},
+		}}, ErrCycle, "member q: "},
+		{"typedef naming itself", &btf.Struct{Name: "rxe_t", Size: 4, Members: []btf.Member{
+			{Name: "t", Type: typedefCycle},
+		}}, ErrCycle, "member t: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			huge := &btf.Struct{Name: "rxe_huge", Size: 1 << 22, Members: tc.members}
-			if _, err := newTrimmer(nil).trim(huge); !errors.Is(err, ErrUnencodable) {
-				t.Errorf("got %v, want ErrUnencodable", err)
+			_, err := newTrimmer(nil).trim(tc.root)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("got %v, want %v", err, tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q does not contain %q", err, tc.wantMsg)
+			}
+			if testing.Verbose() {
+				t.Log(err)
 			}
 		})
+	}
+}
+
+// specOf builds a spec of types and what they reference.
+func specOf(t testing.TB, types ...btf.Type) *btf.Spec {
+	t.Helper()
+	b, err := btf.NewBuilder(types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := b.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestTrimSpecRefusesFwd: the refusal reaches trimSpec's caller with the
+// root's name, and a forward declaration behind a pointer is still fine.
+func TestTrimSpecRefusesFwd(t *testing.T) {
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	fwd := &btf.Fwd{Name: "ib_device", Kind: btf.FwdStruct}
+	ok := &btf.Struct{Name: "rxe_ok", Size: 16, Members: []btf.Member{
+		{Name: "dev", Type: &btf.Pointer{Target: fwd}}, {Name: "n", Type: u32, Offset: 64},
+	}}
+	bad := &btf.Struct{Name: "rxe_bad", Size: 8, Members: []btf.Member{{Name: "dev", Type: fwd}}}
+	_, _, err := trimSpec(specOf(t, ok, bad), nil)
+	if !errors.Is(err, ErrUnsized) || !strings.HasPrefix(err.Error(), "rxe_bad: member dev: ") {
+		t.Errorf("got %v, want ErrUnsized naming rxe_bad.dev", err)
+	}
+	spec := specOf(t, ok)
+	blob, _, err := trimSpec(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyTrimmed(spec, blob, nil); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTrimKeepsAnonymousNamed: a named kernel struct embedded as an
+// anonymous member (-fms-extensions style) is flattened into its parent by
+// the layout checks, so it must keep its members even though it holds
+// pointers; the same struct as a named member stays whole too (one copy).
+// Found by FuzzTrim.
+func TestTrimKeepsAnonymousNamed(t *testing.T) {
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	kobj := &btf.Struct{Name: "kobj", Size: 16, Members: []btf.Member{
+		{Name: "p", Type: &btf.Pointer{Target: u32}}, {Name: "refs", Type: u32, Offset: 64},
+	}}
+	root := &btf.Struct{Name: "rxe_anon", Size: 20, Members: []btf.Member{
+		{Name: "", Type: &btf.Typedef{Name: "kobj_t", Type: kobj}},
+		{Name: "n", Type: u32, Offset: 128},
+	}}
+	spec := specOf(t, root)
+	blob, _, err := trimSpec(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyTrimmed(spec, blob, nil); err != nil {
+		t.Fatal(err)
+	}
+	trimmed, err := btf.LoadSpecFromReader(bytes.NewReader(blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *btf.Struct
+	if err := trimmed.TypeByName("kobj", &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Members) != 2 {
+		t.Errorf("kobj kept %d members, want 2", len(got.Members))
+	}
+}
+
+// TestTrimSeeds: every FuzzTrim seed trims cleanly, so the fuzzer starts
+// from inputs that reach the writer and the check, not an early error.
+func TestTrimSeeds(t *testing.T) {
+	for i, seed := range trimSeeds(t) {
+		spec, err := btf.LoadSpecFromReader(bytes.NewReader(seed))
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		blob, roots, err := trimSpec(spec, nil)
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		if roots == 0 {
+			t.Errorf("seed %d: no roots", i)
+		}
+		if err := verifyTrimmed(spec, blob, nil); err != nil {
+			t.Errorf("seed %d: %v", i, err)
+		}
 	}
 }
