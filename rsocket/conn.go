@@ -79,24 +79,24 @@ const maxInline = 1024
 // Conn is an rsocket stream connection. It implements net.Conn; one
 // goroutine may Read while another Writes, and Close may come from any.
 type Conn struct {
-	cfg    Config
-	id     *rdmacm.ID
-	chRef  *chanRef
-	pd     *uverbs.PD
-	cch    *uverbs.CompChannel
-	cq     *uverbs.CQ
-	qp     *uverbs.QP
-	mem    *uverbs.Buffer // rbuf | sbuf | target SGL | control slots
-	mr     *uverbs.MR
-	rbuf   []byte
-	sbuf   []byte
-	sgl    []byte
-	ctrl   []byte
+	cfg   Config
+	id    *rdmacm.ID
+	chRef *chanRef
+	pd    *uverbs.PD
+	cch   *uverbs.CompChannel
+	cq    *uverbs.CQ
+	qp    *uverbs.QP
+	mem   *uverbs.Buffer // rbuf | sbuf | target SGL | control slots
+	mr    *uverbs.MR
+	rbuf  []byte
+	sbuf  []byte
+	sgl   []byte
+	ctrl  []byte
 	// scratch stages inline data: the device copies it at PostSend.
 	scratch []byte
-	inline int
-	laddr  net.Addr
-	raddr  net.Addr
+	inline  int
+	laddr   net.Addr
+	raddr   net.Addr
 
 	rmu, wmu sync.Mutex // one reader, one writer
 	mu       sync.Mutex // the protocol state below
