@@ -553,10 +553,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 				olen = min(olen*2, maxTransfer)
 			}
 			n = min(n, int(c.tgt.Length))
-			if n > c.inline || c.inline == 0 {
+			inline := n <= c.inline
+			if !inline {
 				n = min(n, c.sbufAvail, c.cfg.SendBuffer-c.sbufHead)
 			}
-			if err := c.postData(p[done : done+n]); err != nil {
+			if err := c.postData(p[done:done+n], inline); err != nil {
 				c.err = err
 				c.mu.Unlock()
 				return done, c.opErr("write", err)
@@ -577,13 +578,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
-// postData sends b as one DATA message. Holds mu.
-func (c *Conn) postData(b []byte) error {
+// postData sends b as one DATA message, inline or staged in the send
+// ring. Holds mu.
+func (c *Conn) postData(b []byte, inline bool) error {
 	n := len(b)
 	wr := &c.sendWR[0]
 	*wr = uverbs.SendWR{Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opData, uint32(n)),
 		RemoteAddr: c.tgt.Addr, Rkey: c.tgt.Key, SGL: c.sendSGE[:]}
-	if n <= c.inline {
+	if inline {
 		wr.ID = wrInline
 		wr.Flags = uverbs.SendInline
 		copy(c.scratch, b)
