@@ -227,10 +227,15 @@ func (p *rstreamPeer) run(c net.Conn, client bool, size, count, iters int) error
 	return nil
 }
 
-var rstreamSizes = []int{1, 64, 1000, 4096, 65537, 1 << 20}
+// rstreamRuns are the sizes run against rstream in blocking mode (-T b),
+// and two in its default non-blocking mode (-T n), which spins.
+var rstreamRuns = []struct {
+	size int
+	mode string
+}{{1, "b"}, {64, "b"}, {1000, "b"}, {4096, "b"}, {65537, "b"}, {1 << 20, "b"}, {64, "n"}, {65537, "n"}}
 
-func rstreamArgs(size int) []string {
-	return []string{"-S", strconv.Itoa(size), "-C", "3", "-I", "2", "-T", "b", "-T", "v"}
+func rstreamArgs(size int, mode string) []string {
+	return []string{"-S", strconv.Itoa(size), "-C", "3", "-I", "2", "-T", mode, "-T", "v"}
 }
 
 func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer) {
@@ -259,11 +264,12 @@ func checkRstream(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) {
 // TestRstreamServerVM: Go client ↔ rdma-core's rstream server.
 func TestRstreamServerVM(t *testing.T) {
 	requireVM(t)
-	for i, size := range rstreamSizes {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
+	for i, run := range rstreamRuns {
+		size := run.size
+		t.Run(fmt.Sprintf("%d-%s", size, run.mode), func(t *testing.T) {
 			ctx := testCtx(t, 120*time.Second)
 			port := 7500 + i
-			cmd, out := runRstream(t, ctx, append([]string{"-b", vmenv.AddrA, "-p", strconv.Itoa(port)}, rstreamArgs(size)...)...)
+			cmd, out := runRstream(t, ctx, append([]string{"-b", vmenv.AddrA, "-p", strconv.Itoa(port)}, rstreamArgs(size, run.mode)...)...)
 			var c *Conn
 			var err error
 			for ctx.Err() == nil {
@@ -293,8 +299,9 @@ func TestRstreamServerVM(t *testing.T) {
 // TestRstreamClientVM: rdma-core's rstream client ↔ Go server.
 func TestRstreamClientVM(t *testing.T) {
 	requireVM(t)
-	for _, size := range rstreamSizes {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
+	for _, run := range rstreamRuns {
+		size := run.size
+		t.Run(fmt.Sprintf("%d-%s", size, run.mode), func(t *testing.T) {
 			ctx := testCtx(t, 120*time.Second)
 			l, err := Listen(ctx, vmenv.AddrA+":0")
 			if err != nil {
@@ -302,7 +309,7 @@ func TestRstreamClientVM(t *testing.T) {
 			}
 			defer l.Close()
 			port := l.Addr().(*net.TCPAddr).Port
-			cmd, out := runRstream(t, ctx, append([]string{"-s", vmenv.AddrA, "-b", vmenv.AddrB, "-p", strconv.Itoa(port)}, rstreamArgs(size)...)...)
+			cmd, out := runRstream(t, ctx, append([]string{"-s", vmenv.AddrA, "-b", vmenv.AddrB, "-p", strconv.Itoa(port)}, rstreamArgs(size, run.mode)...)...)
 			c, err := l.AcceptRSocket()
 			if err != nil {
 				cmd.Process.Kill()
