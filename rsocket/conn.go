@@ -73,6 +73,13 @@ const (
 	wrRecv   = 5 << 56
 )
 
+// rxHook and connDataHook see every received immediate and connection
+// data block (tests record fuzz seeds with them).
+var (
+	rxHook       func(imm uint32)
+	connDataHook func(b []byte)
+)
+
 // maxInline bounds the inline size used (the scratch area).
 const maxInline = 1024
 
@@ -348,6 +355,9 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			}
 			if c.err != nil {
 				continue
+			}
+			if rxHook != nil {
+				rxHook(wc.Imm)
 			}
 			ev, err := c.rx.onMessage(wc.Imm)
 			if err != nil {

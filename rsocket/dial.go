@@ -81,6 +81,9 @@ func (d *Dialer) dial(ctx context.Context, address string) (*Conn, error) {
 		c.free()
 		return nil, err
 	}
+	if connDataHook != nil {
+		connDataHook(ev.Param.PrivateData)
+	}
 	peer, err := parseConnData(ev.Param.PrivateData)
 	if err != nil {
 		c.free()
@@ -201,6 +204,9 @@ func (l *Listener) AcceptRSocket() (*Conn, error) {
 
 func (l *Listener) accept(ev rdmacm.Event) (*Conn, error) {
 	id := ev.ID
+	if connDataHook != nil {
+		connDataHook(ev.Param.PrivateData)
+	}
 	peer, err := parseConnData(ev.Param.PrivateData)
 	if err != nil {
 		id.Reject(nil)
