@@ -333,3 +333,45 @@ func TestRstreamClientVM(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerKilledVM: rstream killed mid-stream; Read returns (an error or
+// EOF), Write fails, nothing is left behind (TestMain's leak check).
+func TestPeerKilledVM(t *testing.T) {
+	requireVM(t)
+	ctx := testCtx(t, 120*time.Second)
+	cmd, out := runRstream(t, ctx, "-b", vmenv.AddrA, "-p", "7650", "-S", "1000000", "-C", "1000", "-I", "1", "-T", "b")
+	var c *Conn
+	var err error
+	for ctx.Err() == nil {
+		if c, err = fromB.Dial(ctx, vmenv.AddrA+":7650"); !errors.Is(err, unix.ECONNREFUSED) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("dial: %v\n%s", err, out)
+	}
+	defer c.Close()
+	var p rstreamPeer
+	p.buf = make([]byte, 1000000)
+	if err := p.send(c, 16); err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(c, p.buf[:16])
+	cmd.Process.Kill()
+	cmd.Wait()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	var werr error
+	for i := 0; i < 100 && werr == nil; i++ {
+		_, werr = c.Write(p.buf)
+	}
+	if werr == nil || errors.Is(werr, os.ErrDeadlineExceeded) {
+		t.Errorf("Write to a killed peer = %v, want a connection error", werr)
+	}
+	t.Logf("Write: %v", werr)
+	_, rerr := c.Read(p.buf)
+	if rerr == nil || errors.Is(rerr, os.ErrDeadlineExceeded) {
+		t.Errorf("Read from a killed peer = %v, want EOF or a connection error", rerr)
+	}
+	t.Logf("Read: %v", rerr)
+}
