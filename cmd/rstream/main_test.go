@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSizeStr(t *testing.T) {
+	for in, want := range map[int64]string{64: "64", 1536: "1.5k", 100000: "97k", 1048576000: "1000m",
+		1258291200: "1.1g", 4096: "4k", 12 << 20: "12m"} {
+		if got := sizeStr(in); got != want {
+			t.Errorf("sizeStr(%d) = %q, want %q", in, got, want)
+		}
+	}
+	if got := cntStr(100000); got != "100k" {
+		t.Errorf("cntStr(100000) = %q", got)
+	}
+}
+
+// TestTCP runs a custom test over kernel TCP (-T s) on loopback: both
+// sides print rstream's table.
+func TestTCP(t *testing.T) {
+	args := []string{"-p", "47471", "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3"}
+	var sout, serr bytes.Buffer
+	done := make(chan int)
+	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
+	var cout, cerr bytes.Buffer
+	var rc int
+	for i := 0; i < 50; i++ {
+		cout.Reset()
+		if rc = run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr); rc == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rc != 0 || <-done != 0 {
+		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
+	}
+	lines := strings.Split(cout.String(), "\n")
+	if diff := cmp.Diff("name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer", lines[0]); diff != "" {
+		t.Errorf("header (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(lines[1], "custom    2.9k    5       3       87k     ") {
+		t.Errorf("row %q", lines[1])
+	}
+	t.Log(cout.String())
+}
