@@ -21,6 +21,39 @@ func TestSizeStr(t *testing.T) {
 	}
 }
 
+// TestTCPSuite runs the default suite (latency phase, reconnection,
+// bandwidth phase) over kernel TCP on loopback.
+func TestTCPSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite takes seconds")
+	}
+	args := []string{"-p", "47472", "-T", "s", "-T", "v"}
+	var sout, serr bytes.Buffer
+	done := make(chan int)
+	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
+	var cout, cerr bytes.Buffer
+	var rc int
+	for i := 0; i < 50; i++ {
+		cout.Reset()
+		if rc = run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr); rc == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rc != 0 || <-done != 0 {
+		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
+	}
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(cout.String()), "\n")[1:] {
+		names = append(names, strings.Fields(l)[0])
+	}
+	want := []string{"64_lat", "4k_lat", "64k_lat", "1m_lat", "64_bw", "4k_bw", "64k_bw", "1m_bw"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("tests (-want +got):\n%s", diff)
+	}
+	t.Log(cout.String())
+}
+
 // TestTCP runs a custom test over kernel TCP (-T s) on loopback: both
 // sides print rstream's table.
 func TestTCP(t *testing.T) {
