@@ -77,7 +77,7 @@ func TestMalformedPeerVM(t *testing.T) {
 // stream (under -race in the VM runs).
 func TestManyConnsVM(t *testing.T) {
 	requireVM(t)
-	const n = 20
+	const n = 100
 	ctx := testCtx(t, 120*time.Second)
 	l, err := Listen(ctx, "10.99.0.1:0")
 	if err != nil {
