@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -172,4 +173,46 @@ func pairB(b *testing.B) (*Conn, *Conn) {
 	}
 	b.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// TestListenerClosedVM: a dial pending on a listener nobody accepts from
+// is refused when the listener closes, and a blocked Accept returns
+// net.ErrClosed.
+func TestListenerClosedVM(t *testing.T) {
+	requireVM(t)
+	ctx := testCtx(t, 60*time.Second)
+	l, err := Listen(ctx, "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := fromB.Dial(ctx, l.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the request reaches the listener
+	l.Close()
+	if err := <-dialed; err == nil {
+		t.Error("Dial to a listener closed before accepting succeeded")
+	} else {
+		t.Logf("Dial: %v", err)
+	}
+	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
+	}
+	// A blocked Accept is woken by Close.
+	l2, err := Listen(ctx, "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := make(chan error, 1)
+	go func() { _, err := l2.Accept(); acc <- err }()
+	time.Sleep(100 * time.Millisecond)
+	l2.Close()
+	if err := <-acc; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("blocked Accept after Close = %v, want net.ErrClosed", err)
+	}
 }
