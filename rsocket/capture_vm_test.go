@@ -43,14 +43,7 @@ func TestCaptureSeedsVM(t *testing.T) {
 	args := []string{"-S", "100000", "-C", "3", "-I", "1", "-T", "b", "-T", "v"}
 	// rstream server, Go client.
 	cmd, out := runRstream(t, ctx, append([]string{"-b", vmenv.AddrA, "-p", "7700"}, args...)...)
-	var c *Conn
-	var err error
-	for ctx.Err() == nil {
-		if c, err = fromB.Dial(ctx, vmenv.AddrA+":7700"); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c, err := dialRetry(ctx, vmenv.AddrA+":7700")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func TestManyConnsVM(t *testing.T) {
 // (allocations counted over both sides and the completion goroutines).
 func BenchmarkReadWriteVM(b *testing.B) {
 	requireVM(b)
-	client, server := pairB(b)
+	client, server := pair(b, ListenConfig{}, fromB)
 	buf := make([]byte, 4096)
 	rbuf := make([]byte, 4096)
 	go func() {
@@ -152,27 +152,6 @@ func BenchmarkReadWriteVM(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func pairB(b *testing.B) (*Conn, *Conn) {
-	ctx := testCtx(b, 60*time.Second)
-	l, err := Listen(ctx, "10.99.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	ch := make(chan *Conn, 1)
-	go func() { c, _ := l.AcceptRSocket(); ch <- c }()
-	client, err := fromB.Dial(ctx, l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	server := <-ch
-	if server == nil {
-		b.Fatal("accept failed")
-	}
-	b.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
 }
 
 // TestListenerClosedVM: a dial pending on a listener nobody accepts from

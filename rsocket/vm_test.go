@@ -36,7 +36,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 var fromB = Dialer{LocalAddr: netip.MustParseAddrPort(vmenv.AddrB + ":0")}
 
 // pair makes a connection rxe1 → rxe0 across the veth.
-func pair(t *testing.T, lc ListenConfig, d Dialer) (client, server *Conn) {
+func pair(t testing.TB, lc ListenConfig, d Dialer) (client, server *Conn) {
 	t.Helper()
 	ctx := testCtx(t, 60*time.Second)
 	l, err := lc.Listen(ctx, vmenv.AddrA+":0")
@@ -249,6 +249,26 @@ func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *
 	return cmd, &out
 }
 
+// dialRetry dials from rxe1 until a listener (an rstream starting up)
+// answers.
+func dialRetry(ctx context.Context, addr string) (*Conn, error) {
+	for {
+		c, err := fromB.Dial(ctx, addr)
+		if !errors.Is(err, unix.ECONNREFUSED) || ctx.Err() != nil {
+			return c, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// killRstream stops a running rstream and fails the test with its output.
+func killRstream(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, err error) {
+	t.Helper()
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("%v\nrstream:\n%s", err, out)
+}
+
 func checkRstream(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) {
 	t.Helper()
 	err := cmd.Wait()
@@ -270,26 +290,15 @@ func TestRstreamServerVM(t *testing.T) {
 			ctx := testCtx(t, 120*time.Second)
 			port := 7500 + i
 			cmd, out := runRstream(t, ctx, append([]string{"-b", vmenv.AddrA, "-p", strconv.Itoa(port)}, rstreamArgs(size, run.mode)...)...)
-			var c *Conn
-			var err error
-			for ctx.Err() == nil {
-				if c, err = fromB.Dial(ctx, fmt.Sprintf("%s:%d", vmenv.AddrA, port)); !errors.Is(err, unix.ECONNREFUSED) {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			c, err := dialRetry(ctx, fmt.Sprintf("%s:%d", vmenv.AddrA, port))
 			if err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("dial: %v\n%s", err, out)
+				killRstream(t, cmd, out, err)
 			}
 			var p rstreamPeer
 			err = p.run(c, true, size, 3, 2)
 			c.Close()
 			if err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("%v\nrstream:\n%s", err, out)
+				killRstream(t, cmd, out, err)
 			}
 			checkRstream(t, cmd, out)
 		})
@@ -312,9 +321,7 @@ func TestRstreamClientVM(t *testing.T) {
 			cmd, out := runRstream(t, ctx, append([]string{"-s", vmenv.AddrA, "-b", vmenv.AddrB, "-p", strconv.Itoa(port)}, rstreamArgs(size, run.mode)...)...)
 			c, err := l.AcceptRSocket()
 			if err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("accept: %v\n%s", err, out)
+				killRstream(t, cmd, out, err)
 			}
 			var p rstreamPeer
 			err = p.run(c, false, size, 3, 2)
@@ -325,9 +332,7 @@ func TestRstreamClientVM(t *testing.T) {
 			}
 			c.Close()
 			if err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("%v\nrstream:\n%s", err, out)
+				killRstream(t, cmd, out, err)
 			}
 			checkRstream(t, cmd, out)
 		})
@@ -340,16 +345,9 @@ func TestPeerKilledVM(t *testing.T) {
 	requireVM(t)
 	ctx := testCtx(t, 120*time.Second)
 	cmd, out := runRstream(t, ctx, "-b", vmenv.AddrA, "-p", "7650", "-S", "1000000", "-C", "1000", "-I", "1", "-T", "b")
-	var c *Conn
-	var err error
-	for ctx.Err() == nil {
-		if c, err = fromB.Dial(ctx, vmenv.AddrA+":7650"); !errors.Is(err, unix.ECONNREFUSED) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c, err := dialRetry(ctx, vmenv.AddrA+":7650")
 	if err != nil {
-		t.Fatalf("dial: %v\n%s", err, out)
+		killRstream(t, cmd, out, err)
 	}
 	defer c.Close()
 	var p rstreamPeer

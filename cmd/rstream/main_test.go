@@ -27,37 +27,36 @@ func TestTCPSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite takes seconds")
 	}
-	args := []string{"-p", "47472", "-T", "s", "-T", "v"}
-	var sout, serr bytes.Buffer
-	done := make(chan int)
-	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
-	var cout, cerr bytes.Buffer
-	var rc int
-	for i := 0; i < 50; i++ {
-		cout.Reset()
-		if rc = run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr); rc == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if rc != 0 || <-done != 0 {
-		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
-	}
+	cout := loopback(t, "-p", "47472", "-T", "s", "-T", "v")
 	var names []string
-	for _, l := range strings.Split(strings.TrimSpace(cout.String()), "\n")[1:] {
+	for _, l := range strings.Split(strings.TrimSpace(cout), "\n")[1:] {
 		names = append(names, strings.Fields(l)[0])
 	}
 	want := []string{"64_lat", "4k_lat", "64k_lat", "1m_lat", "64_bw", "4k_bw", "64k_bw", "1m_bw"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tests (-want +got):\n%s", diff)
 	}
-	t.Log(cout.String())
+	t.Log(cout)
 }
 
 // TestTCP runs a custom test over kernel TCP (-T s) on loopback: both
 // sides print rstream's table.
 func TestTCP(t *testing.T) {
-	args := []string{"-p", "47471", "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3"}
+	cout := loopback(t, "-p", "47471", "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3")
+	lines := strings.Split(cout, "\n")
+	if diff := cmp.Diff("name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer", lines[0]); diff != "" {
+		t.Errorf("header (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(lines[1], "custom    2.9k    5       3       87k     ") {
+		t.Errorf("row %q", lines[1])
+	}
+	t.Log(cout)
+}
+
+// loopback runs a server and a client with args over kernel TCP on
+// 127.0.0.1 and returns the client's output.
+func loopback(t *testing.T, args ...string) string {
+	t.Helper()
 	var sout, serr bytes.Buffer
 	done := make(chan int)
 	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
@@ -73,12 +72,5 @@ func TestTCP(t *testing.T) {
 	if rc != 0 || <-done != 0 {
 		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
 	}
-	lines := strings.Split(cout.String(), "\n")
-	if diff := cmp.Diff("name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer", lines[0]); diff != "" {
-		t.Errorf("header (-want +got):\n%s", diff)
-	}
-	if !strings.HasPrefix(lines[1], "custom    2.9k    5       3       87k     ") {
-		t.Errorf("row %q", lines[1])
-	}
-	t.Log(cout.String())
+	return cout.String()
 }
