@@ -30,6 +30,7 @@ type options struct {
 	backlog     int
 	reuseAddr   bool
 	signalAll   bool
+	compChannel bool
 	setup       func(*Conn) error
 }
 
@@ -196,6 +197,14 @@ func WithSignalAll() Option {
 	return func(o *options) error { o.signalAll = true; return nil }
 }
 
+// WithCompChannel gives the connection a completion channel
+// (Conn.CompChannel) that both CQs report to, so that a program can wait
+// for completions with a context instead of polling: RequestNotify on the
+// CQ, then CompChannel().Wait(ctx).
+func WithCompChannel() Option {
+	return func(o *options) error { o.compChannel = true; return nil }
+}
+
 // WithSetup runs f once the connection's QP exists and before the
 // connection request or reply is sent: the place to register memory and
 // post the first receives, so that nothing the peer sends at once finds an
@@ -342,6 +351,7 @@ type Conn struct {
 	recvCQ *uverbs.CQ
 	qp     *uverbs.QP
 	ah     *uverbs.AH
+	cch    *uverbs.CompChannel
 	remote UDParam
 	peer   ConnParam
 	once   sync.Once
@@ -363,6 +373,10 @@ func (c *Conn) SendCQ() *uverbs.CQ { return c.sendCQ }
 
 // RecvCQ returns the CQ of the QP's receive queue.
 func (c *Conn) RecvCQ() *uverbs.CQ { return c.recvCQ }
+
+// CompChannel returns the completion channel of the connection's CQs
+// (WithCompChannel), or nil.
+func (c *Conn) CompChannel() *uverbs.CompChannel { return c.cch }
 
 // QP returns the connection's QP, in RTS once connected.
 func (c *Conn) QP() *uverbs.QP { return c.qp }
@@ -428,6 +442,11 @@ func (c *Conn) Close() error {
 				}
 			}
 		}
+		if c.cch != nil {
+			if err := c.cch.Close(); !ignore(err) {
+				errs = append(errs, err)
+			}
+		}
 		if c.pd != nil {
 			if err := c.pd.Close(); !ignore(err) {
 				errs = append(errs, err)
@@ -458,10 +477,17 @@ func newConn(id *ID, o *options) (*Conn, error) {
 	if recv == 0 {
 		recv = int(max(o.cap.MaxRecvWr, 1))
 	}
-	if c.sendCQ, err = c.ctx.CreateCQ(send, nil); err != nil {
+	var cqOpts *uverbs.CQOptions
+	if o.compChannel {
+		if c.cch, err = c.ctx.NewCompChannel(); err != nil {
+			return c, err
+		}
+		cqOpts = &uverbs.CQOptions{Channel: c.cch}
+	}
+	if c.sendCQ, err = c.ctx.CreateCQ(send, cqOpts); err != nil {
 		return c, err
 	}
-	if c.recvCQ, err = c.ctx.CreateCQ(recv, nil); err != nil {
+	if c.recvCQ, err = c.ctx.CreateCQ(recv, cqOpts); err != nil {
 		return c, err
 	}
 	c.qp, err = id.CreateQP(c.pd, uverbs.QPInitAttr{SendCQ: c.sendCQ, RecvCQ: c.recvCQ, Cap: o.cap, SignalAll: o.signalAll})
@@ -646,7 +672,8 @@ func (l *Listener) Close() error {
 	return l.id.Close()
 }
 
-// Request is an incoming connection request: accept or reject it.
+// Request is an incoming connection request: accept or reject it (until
+// then its ID stays open, and the requester waits).
 type Request struct {
 	// ID is the new connection's ID.
 	ID *ID

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/goverbs/goverbs/rdmacm"
@@ -92,4 +94,99 @@ func wait(ctx context.Context, cq *uverbs.CQ) uverbs.WC {
 	}
 	log.Fatal(ctx.Err())
 	return uverbs.WC{}
+}
+
+// The low-level API, as librdmacm's: the server takes the request's event
+// and accepts with a QP it creates on the new ID; the client resolves,
+// creates its QP, connects. Each ID's events arrive on its own Event.
+func ExampleEventChannel() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := rdmacm.NewEventChannel()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ch.Close() // destroys every ID left on it
+
+	listener, err := ch.CreateID(rdmacm.PortSpaceTCP, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := listener.Bind(netip.MustParseAddrPort("10.99.0.1:0")); err != nil {
+		log.Fatal(err)
+	}
+	if err := listener.Listen(0); err != nil {
+		log.Fatal(err)
+	}
+
+	// newQP gives an ID a QP on its device, with a PD and a CQ, freed by
+	// the cleanups at the end (before ch.Close destroys the IDs).
+	var mu sync.Mutex
+	var cleanups []func()
+	newQP := func(id *rdmacm.ID) {
+		vc, err := id.Context()
+		if err != nil {
+			log.Fatal(err)
+		}
+		pd, err := vc.AllocPD()
+		if err != nil {
+			log.Fatal(err)
+		}
+		cq, err := vc.CreateCQ(8, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		qp, err := id.CreateQP(pd, uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+			Cap: uverbs.QPCap{MaxSendWr: 4, MaxRecvWr: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = qp // post work requests on it
+		mu.Lock()
+		cleanups = append(cleanups, func() { id.DestroyQP(); cq.Close(); pd.Close() })
+		mu.Unlock()
+	}
+
+	server := make(chan string, 1)
+	go func() {
+		ev, err := listener.Event(ctx)
+		if err != nil || ev.Type != rdmacm.EventConnectRequest {
+			log.Fatal(ev.Type, err)
+		}
+		conn := ev.ID // the new connection's ID
+		newQP(conn)
+		if err := conn.Accept(nil); err != nil {
+			log.Fatal(err)
+		}
+		ev, err = conn.WaitFor(ctx, rdmacm.EventEstablished)
+		if err != nil {
+			log.Fatal(err)
+		}
+		server <- fmt.Sprintf("server: %v from %v", ev.Type, conn.RemoteAddr().Addr())
+	}()
+
+	client, err := ch.CreateID(rdmacm.PortSpaceTCP, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(netip.MustParseAddr("10.99.0.1"), listener.LocalAddr().Port())
+	if err := client.ResolveAddr(ctx, netip.MustParseAddrPort("10.99.0.2:0"), dst); err != nil {
+		log.Fatal(err)
+	}
+	if err := client.ResolveRoute(ctx); err != nil {
+		log.Fatal(err)
+	}
+	newQP(client)
+	ev, err := client.Connect(ctx, &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("client:", ev.Type)
+	fmt.Println(<-server)
+	client.Disconnect()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range cleanups {
+		f()
+	}
 }

@@ -179,17 +179,27 @@ func TestOwnQPVM(t *testing.T) {
 }
 
 // TestRDMAReadVM: the listener RDMA-READs the dialer's memory, which needs
-// the dialer to offer responder resources (rping's server does this).
+// the dialer to offer responder resources (rping's server does this); it
+// waits for the completion on its completion channel.
 func TestRDMAReadVM(t *testing.T) {
 	requireCM(t)
 	ctx := testCtx(t, 60*time.Second)
-	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrB, []Option{WithResponderResources(1), WithInitiatorDepth(1)}, nil)
+	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrB, []Option{WithResponderResources(1), WithInitiatorDepth(1)},
+		[]Option{WithCompChannel()})
+	if err := srv.SendCQ().RequestNotify(false); err != nil {
+		t.Fatal(err)
+	}
 	cb, sb := newMsgBuf(t, cli, 64), newMsgBuf(t, srv, 64)
 	copy(cb.buf.Bytes(), "read me")
 	if err := srv.QP().PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
 		SGL: sb.sge(7), RemoteAddr: uint64(cb.buf.Addr()), Rkey: cb.mr.Rkey()}}); err != nil {
 		t.Fatal(err)
 	}
+	cq, err := srv.CompChannel().Wait(ctx)
+	if err != nil || cq != srv.SendCQ() {
+		t.Fatalf("completion channel: %v %v", cq, err)
+	}
+	cq.AckEvents(1)
 	if wc, err := pollOne(ctx, srv.SendCQ()); err != nil || wc.Status != 0 || string(sb.buf.Bytes()[:7]) != "read me" {
 		t.Fatalf("RDMA READ: %v %+v %q", err, wc, sb.buf.Bytes()[:7])
 	}
@@ -445,5 +455,42 @@ func TestMigrateVM(t *testing.T) {
 	}
 	if err := child.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestListenAnyIPv4VM listens on 0.0.0.0 (every RDMA device, as rping's
+// server does) and takes a connection on each device's address.
+func TestListenAnyIPv4VM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	l, err := Listen(ctx, ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.Addr().Addr().IsUnspecified() || !l.Addr().Addr().Is4() {
+		t.Errorf("listener address %v", l.Addr())
+	}
+	for _, dst := range []string{vmenv.AddrA, vmenv.AddrB} {
+		got := make(chan *Conn, 1)
+		go func() {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}()
+		c, err := Dial(ctx, fmt.Sprintf("%s:%d", dst, l.Addr().Port()))
+		if err != nil {
+			t.Fatalf("Dial %s: %v", dst, err)
+		}
+		s := <-got
+		if s == nil {
+			t.FailNow()
+		}
+		name, _ := s.ID().DeviceName()
+		t.Logf("%s: accepted on %s", dst, name)
+		c.Close()
+		s.Close()
 	}
 }
