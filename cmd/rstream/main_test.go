@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSizeStr(t *testing.T) {
+	for in, want := range map[int64]string{64: "64", 1536: "1.5k", 100000: "97k", 1048576000: "1000m",
+		1258291200: "1.1g", 4096: "4k", 12 << 20: "12m"} {
+		if got := sizeStr(in); got != want {
+			t.Errorf("sizeStr(%d) = %q, want %q", in, got, want)
+		}
+	}
+	if got := cntStr(100000); got != "100k" {
+		t.Errorf("cntStr(100000) = %q", got)
+	}
+}
+
+// TestTCPSuite runs the default suite (latency phase, reconnection,
+// bandwidth phase) over kernel TCP on loopback.
+func TestTCPSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite takes seconds")
+	}
+	cout := loopback(t, "-p", "47472", "-T", "s", "-T", "v")
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(cout), "\n")[1:] {
+		names = append(names, strings.Fields(l)[0])
+	}
+	want := []string{"64_lat", "4k_lat", "64k_lat", "1m_lat", "64_bw", "4k_bw", "64k_bw", "1m_bw"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("tests (-want +got):\n%s", diff)
+	}
+	t.Log(cout)
+}
+
+// TestTCP runs a custom test over kernel TCP (-T s) on loopback: both
+// sides print rstream's table.
+func TestTCP(t *testing.T) {
+	cout := loopback(t, "-p", "47471", "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3")
+	lines := strings.Split(cout, "\n")
+	if diff := cmp.Diff("name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer", lines[0]); diff != "" {
+		t.Errorf("header (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(lines[1], "custom    2.9k    5       3       87k     ") {
+		t.Errorf("row %q", lines[1])
+	}
+	t.Log(cout)
+}
+
+// loopback runs a server and a client with args over kernel TCP on
+// 127.0.0.1 and returns the client's output.
+func loopback(t *testing.T, args ...string) string {
+	t.Helper()
+	var sout, serr bytes.Buffer
+	done := make(chan int)
+	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
+	var cout, cerr bytes.Buffer
+	var rc int
+	for i := 0; i < 50; i++ {
+		cout.Reset()
+		if rc = run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr); rc == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rc != 0 || <-done != 0 {
+		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
+	}
+	return cout.String()
+}

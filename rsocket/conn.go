@@ -1,0 +1,791 @@
+package rsocket
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Config holds the sizes of a connection, the options rsockets have.
+// Zero fields take librdmacm's defaults.
+type Config struct {
+	// SendBuffer is the bytes of the send staging ring (default 131072;
+	// rsocket's SO_SNDBUF v gives 2v). At least 4096.
+	SendBuffer int
+	// RecvBuffer is the bytes of the receive ring the peer writes into
+	// (default 131072; SO_RCVBUF v gives 2v); even, at least 4096. The
+	// peer is offered half of it at a time.
+	RecvBuffer int
+	// Inline is the largest write sent inline from the caller's buffer
+	// (default 64; RDMA_INLINE). The device may grant more.
+	Inline int
+	// SQSize and RQSize are the QP's send and receive depths (default 384
+	// each; RDMA_SQSIZE, RDMA_RQSIZE), 16..65534. RQSize is the number of
+	// messages the peer may have in flight.
+	SQSize, RQSize int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.SendBuffer, 131072)
+	def(&c.RecvBuffer, 131072)
+	def(&c.Inline, 64)
+	def(&c.SQSize, 384)
+	def(&c.RQSize, 384)
+	switch {
+	case c.SendBuffer < 4096 || c.SendBuffer > 1<<30:
+		return c, fmt.Errorf("rsocket: Config.SendBuffer %d is outside 4096..2^30: %w", c.SendBuffer, unix.EINVAL)
+	case c.RecvBuffer < 4096 || c.RecvBuffer > 1<<30 || c.RecvBuffer%2 != 0:
+		return c, fmt.Errorf("rsocket: Config.RecvBuffer %d is not an even number in 4096..2^30: %w", c.RecvBuffer, unix.EINVAL)
+	case c.Inline < 0 || c.Inline > 1024:
+		return c, fmt.Errorf("rsocket: Config.Inline %d is outside 0..1024: %w", c.Inline, unix.EINVAL)
+	case c.SQSize < 16 || c.SQSize > 0xFFFE:
+		return c, fmt.Errorf("rsocket: Config.SQSize %d is outside 16..65534: %w", c.SQSize, unix.EINVAL)
+	case c.RQSize < 16 || c.RQSize > 0xFFFE:
+		return c, fmt.Errorf("rsocket: Config.RQSize %d is outside 16..65534: %w", c.RQSize, unix.EINVAL)
+	}
+	return c, nil
+}
+
+// wr_id of our sends: kind in bits 63:56, bytes of sbuf in 31:0.
+const (
+	wrData   = 1 << 56
+	wrInline = 2 << 56
+	wrCtrl   = 3 << 56
+	wrDisc   = 4 << 56
+	wrRecv   = 5 << 56
+)
+
+// rxHook and connDataHook see every received immediate and connection
+// data block (tests record fuzz seeds with them).
+var (
+	rxHook       func(imm uint32)
+	connDataHook func(b []byte)
+)
+
+// maxInline bounds the inline size used (the scratch area).
+const maxInline = 1024
+
+// Conn is an rsocket stream connection. It implements net.Conn; one
+// goroutine may Read while another Writes, and Close may come from any.
+type Conn struct {
+	cfg   Config
+	id    *rdmacm.ID
+	chRef *chanRef
+	pd    *uverbs.PD
+	cch   *uverbs.CompChannel
+	cq    *uverbs.CQ
+	qp    *uverbs.QP
+	mem   *uverbs.Buffer // rbuf | sbuf | target SGL | control slots
+	mr    *uverbs.MR
+	rbuf  []byte
+	sbuf  []byte
+	sgl   []byte
+	ctrl  []byte
+	// scratch stages inline data: the device copies it at PostSend.
+	scratch []byte
+	inline  int
+	laddr   net.Addr
+	raddr   net.Addr
+
+	rmu, wmu sync.Mutex // one reader, one writer
+	mu       sync.Mutex // the protocol state below
+	rx       receiver
+	// send side
+	sqeAvail   int
+	ctrlAvail  int
+	ctrlSeq    uint32
+	sbufHead   int
+	sbufAvail  int
+	sseqNo     uint16
+	sseqComp   uint16
+	tgt        sge // current target SGE (rest of it)
+	tgtIdx     int
+	remoteSGL  sge
+	remoteSge  uint32
+	peerOrd    binary.ByteOrder
+	rseqComp   uint32
+	wrShut     bool  // CloseWrite done
+	peerGone   bool  // DISCONNECT or CM disconnect from the peer
+	err        error // fatal error
+	closed     bool
+	discPosted bool
+
+	rdy, wrdy  chan struct{}
+	done       chan struct{} // closed by Close
+	discDone   chan struct{}
+	pumpDone   chan struct{}
+	cancelPump context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
+
+	rdl, wdl     atomic.Int64 // deadlines, unix nanos; 0 none
+	rtimer       *time.Timer
+	wtimer       *time.Timer
+	wcs          [32]uverbs.WC
+	recvWRs      []uverbs.RecvWR
+	sendWR       [1]uverbs.SendWR
+	sendSGE      [1]uverbs.SGE
+	protoErrSeen atomic.Bool
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// chanRef shares an event channel between a listener and its
+// connections; the last one closes it.
+type chanRef struct {
+	mu   sync.Mutex
+	ch   *rdmacm.EventChannel
+	refs int
+}
+
+func (r *chanRef) hold() { r.mu.Lock(); r.refs++; r.mu.Unlock() }
+func (r *chanRef) release() {
+	r.mu.Lock()
+	r.refs--
+	last := r.refs == 0
+	r.mu.Unlock()
+	if last {
+		r.ch.Close()
+	}
+}
+
+// newConn makes the verbs objects of a connection on id (bound to a
+// device): PD, completion channel, one CQ, the QP, one registered buffer,
+// and posts the receives.
+func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
+	c = &Conn{cfg: cfg, id: id,
+		rdy: make(chan struct{}, 1), wrdy: make(chan struct{}, 1),
+		done: make(chan struct{}), discDone: make(chan struct{}), pumpDone: make(chan struct{})}
+	ctx, err := id.Context()
+	if err != nil {
+		return c, err
+	}
+	if c.pd, err = ctx.AllocPD(); err != nil {
+		return c, err
+	}
+	if c.cch, err = ctx.NewCompChannel(); err != nil {
+		return c, err
+	}
+	nrecv := cfg.RQSize + ctrlSlots
+	if c.cq, err = ctx.CreateCQ(cfg.SQSize+nrecv, &uverbs.CQOptions{Channel: c.cch}); err != nil {
+		return c, err
+	}
+	c.qp, err = id.CreateQP(c.pd, uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWr: uint32(cfg.SQSize), MaxRecvWr: uint32(nrecv), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: uint32(cfg.Inline)}})
+	if err != nil {
+		return c, err
+	}
+	c.inline = int(c.qp.Cap().MaxInlineData)
+	c.inline = min(c.inline, maxInline)
+	total := cfg.RecvBuffer + cfg.SendBuffer + sglEntries*sgeBytes + ctrlSlots*sgeBytes + maxInline
+	if c.mem, err = uverbs.AllocBuffer(total); err != nil {
+		return c, err
+	}
+	if c.mr, err = c.pd.RegisterBuffer(c.mem, 0, total, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
+		return c, err
+	}
+	b := c.mem.Bytes()
+	c.rbuf = b[:cfg.RecvBuffer:cfg.RecvBuffer]
+	b = b[cfg.RecvBuffer:]
+	c.sbuf = b[:cfg.SendBuffer:cfg.SendBuffer]
+	b = b[cfg.SendBuffer:]
+	c.sgl = b[: sglEntries*sgeBytes : sglEntries*sgeBytes]
+	c.ctrl = b[sglEntries*sgeBytes : sglEntries*sgeBytes+ctrlSlots*sgeBytes]
+	c.scratch = b[sglEntries*sgeBytes+ctrlSlots*sgeBytes:]
+	c.rx = newReceiver(uint32(cfg.RecvBuffer))
+	c.sqeAvail = cfg.SQSize - ctrlSlots
+	c.ctrlAvail = ctrlSlots
+	c.sbufAvail = cfg.SendBuffer
+	c.rseqComp = uint32(cfg.RQSize / 2)
+	c.remoteSge = 1
+	c.recvWRs = make([]uverbs.RecvWR, nrecv)
+	for i := range c.recvWRs {
+		c.recvWRs[i].ID = wrRecv
+	}
+	if err := c.qp.PostRecv(c.recvWRs); err != nil {
+		return c, fmt.Errorf("rsocket: posting receives: %w", err)
+	}
+	c.rtimer = time.AfterFunc(time.Hour, func() { notify(c.rdy) })
+	c.rtimer.Stop()
+	c.wtimer = time.AfterFunc(time.Hour, func() { notify(c.wrdy) })
+	c.wtimer.Stop()
+	return c, nil
+}
+
+func (c *Conn) addr(off int) uint64 { return c.mr.Addr() + uint64(off) }
+
+// localConnData is what this side sends in its request or reply.
+func (c *Conn) localConnData() []byte {
+	d := connData{Version: connDataVersion, Flags: hostFlags(), Credits: uint16(c.cfg.RQSize),
+		TargetSGL:  sge{c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer), c.mr.Rkey(), sglEntries},
+		DataBuffer: sge{c.addr(0), c.mr.Rkey(), uint32(c.cfg.RecvBuffer / 2)}}
+	b := make([]byte, connDataBytes)
+	d.marshal(b)
+	return b
+}
+
+// start takes the peer's connection data and runs the connection.
+func (c *Conn) start(peer connData) {
+	c.remoteSGL = peer.TargetSGL
+	c.peerOrd = peerOrder(peer.Flags)
+	c.sseqComp = peer.Credits
+	c.tgt = peer.DataBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancelPump = cancel
+	c.laddr = tcpAddr(c.id.LocalAddr())
+	c.raddr = tcpAddr(c.id.RemoteAddr())
+	c.chRef.hold()
+	c.mu.Lock()
+	c.sendCredits()
+	c.mu.Unlock()
+	go c.pump(ctx)
+	go c.watchCM(ctx)
+}
+
+// watchCM marks the connection gone when the CM reports a disconnect
+// (the peer destroyed its ID without a DISCONNECT message).
+func (c *Conn) watchCM(ctx context.Context) {
+	// Any error but a cancelled ctx ends the connection: DISCONNECTED, a
+	// device removal, the ID gone.
+	c.id.WaitFor(ctx, rdmacm.EventDisconnected)
+	if ctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	c.peerGone = true
+	c.rx.eof = true
+	c.mu.Unlock()
+	notify(c.rdy)
+	notify(c.wrdy)
+}
+
+// pump processes completions and waits on the completion channel (parked
+// on the netpoller) until the connection closes.
+func (c *Conn) pump(ctx context.Context) {
+	defer close(c.pumpDone)
+	armed := false
+	for {
+		n, err := c.cq.Poll(c.wcs[:])
+		if err != nil {
+			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+			return
+		}
+		if n > 0 {
+			c.process(c.wcs[:n])
+			continue
+		}
+		if !armed {
+			if err := c.cq.RequestNotify(false); err != nil {
+				c.fail(fmt.Errorf("rsocket: arming the CQ: %w", err))
+				return
+			}
+			armed = true
+			continue // poll once more: a completion may have come before arming
+		}
+		if _, err := c.cch.Wait(ctx); err != nil {
+			return
+		}
+		c.cq.AckEvents(1)
+		armed = false
+	}
+}
+
+// fail records a fatal error and wakes everyone.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil && !c.closed {
+		c.err = err
+	}
+	c.mu.Unlock()
+	notify(c.rdy)
+	notify(c.wrdy)
+}
+
+func (c *Conn) process(wcs []uverbs.WC) {
+	var reposts int
+	var rd, wr bool
+	c.mu.Lock()
+	for i := range wcs {
+		wc := &wcs[i]
+		kind := wc.ID & (0xFF << 56)
+		if wc.Status != uverbs.WCSuccess {
+			if kind == wrRecv {
+				// not reposted; flushed receives after close are expected
+			}
+			if !c.closed && !c.discPosted && c.err == nil && !c.peerGone {
+				c.err = fmt.Errorf("rsocket: work completion %v (wr %#x): %w", wc.Status, wc.ID, unix.ECONNRESET)
+			}
+			if kind == wrDisc {
+				closeOnce(c.discDone)
+			}
+			rd, wr = true, true
+			continue
+		}
+		switch kind {
+		case wrRecv:
+			reposts++
+			if wc.Flags&uverbs.WCWithImm == 0 {
+				c.protocolError(fmt.Errorf("%w: a message without an immediate (opcode %v)", errProtocol, wc.Opcode))
+				rd, wr = true, true
+				continue
+			}
+			if c.err != nil {
+				continue
+			}
+			if rxHook != nil {
+				rxHook(wc.Imm)
+			}
+			ev, err := c.rx.onMessage(wc.Imm)
+			if err != nil {
+				c.protocolError(err)
+				rd, wr = true, true
+				continue
+			}
+			switch ev {
+			case rxData:
+				rd = true
+			case rxCredits:
+				limit := uint16(wc.Imm)
+				if err := checkCredits(limit, c.sseqComp, c.sseqNo); err != nil {
+					c.protocolError(err)
+					rd, wr = true, true
+					continue
+				}
+				c.sseqComp = limit
+				wr = true
+			case rxShutdown:
+				rd = true
+			case rxDisconnect:
+				c.peerGone = true
+				rd, wr = true, true
+			}
+		case wrData:
+			c.sqeAvail++
+			c.sbufAvail += int(uint32(wc.ID))
+			wr = true
+		case wrInline:
+			c.sqeAvail++
+			wr = true
+		case wrCtrl:
+			c.ctrlAvail++
+		case wrDisc:
+			c.ctrlAvail++
+			closeOnce(c.discDone)
+		}
+	}
+	if reposts > 0 && !c.closed && c.err == nil {
+		if err := c.qp.PostRecv(c.recvWRs[:reposts]); err != nil && c.err == nil {
+			c.err = fmt.Errorf("rsocket: reposting receives: %w", err)
+		}
+	}
+	c.sendCredits()
+	c.mu.Unlock()
+	if rd {
+		notify(c.rdy)
+	}
+	if wr {
+		notify(c.wrdy)
+	}
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func (c *Conn) protocolError(err error) {
+	c.protoErrSeen.Store(true)
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// sendCredits sends an SGL update when half the ring is free to offer or
+// half the credits are used (rsocket's rs_give_credits). Holds mu.
+func (c *Conn) sendCredits() {
+	if c.closed || c.err != nil || c.peerGone || c.ctrlAvail == 0 {
+		return
+	}
+	half := c.rx.free >= c.rx.size/2 && c.rx.n < sglEntries
+	if !half && int16(uint16(c.rx.seqNo-c.rseqComp)) < 0 {
+		return
+	}
+	limit := c.rx.seqNo + uint32(c.cfg.RQSize)
+	c.rseqComp = c.rx.seqNo + uint32(c.cfg.RQSize/2)
+	wr := &c.sendWR[0]
+	*wr = uverbs.SendWR{ID: wrCtrl, Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opSGL, limit)}
+	if off, length, ok := c.rx.advertise(); ok {
+		slot := int(c.ctrlSeq%ctrlSlots) * sgeBytes
+		putSGE(c.ctrl[slot:], c.peerOrd, sge{c.addr(int(off)), c.mr.Rkey(), length})
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer + sglEntries*sgeBytes + slot),
+			Length: sgeBytes, Lkey: c.mr.Lkey()}
+		wr.SGL = c.sendSGE[:]
+		wr.RemoteAddr = c.remoteSGL.Addr + uint64(c.remoteSge)*sgeBytes
+		wr.Rkey = c.remoteSGL.Key
+		c.remoteSge = (c.remoteSge + 1) % c.remoteSGL.Length
+	}
+	c.ctrlSeq++
+	c.ctrlAvail--
+	if err := c.qp.PostSend(c.sendWR[:]); err != nil {
+		c.err = fmt.Errorf("rsocket: sending credits: %w", err)
+	}
+}
+
+// refreshTarget loads the next target SGE the peer wrote, once the
+// current one is used up. Holds mu.
+func (c *Conn) refreshTarget() {
+	if c.tgt.Length != 0 {
+		return
+	}
+	e := c.sgl[c.tgtIdx*sgeBytes:]
+	// The peer RDMA-writes this entry; its completion was polled before.
+	lp := (*uint32)(unsafe.Pointer(&e[12]))
+	if atomic.LoadUint32(lp) == 0 {
+		return
+	}
+	c.tgt = parseSGE(e)
+	atomic.StoreUint32(lp, 0)
+}
+
+// Read reads from the stream. It returns io.EOF once the peer shut down
+// or closed and every byte it sent was read.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return 0, c.opErr("read", net.ErrClosed)
+		}
+		if c.rx.unread > 0 {
+			n := c.copyOut(p)
+			c.sendCredits()
+			c.mu.Unlock()
+			return n, nil
+		}
+		if len(p) == 0 {
+			c.mu.Unlock()
+			return 0, nil
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return 0, c.opErr("read", err)
+		}
+		if c.rx.eof || c.peerGone {
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
+		c.mu.Unlock()
+		if d := c.rdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
+		select {
+		case <-c.rdy:
+		case <-c.done:
+		}
+	}
+}
+
+// copyOut copies unread bytes at the read pointer. Holds mu.
+func (c *Conn) copyOut(p []byte) int {
+	total := 0
+	for len(p) > 0 && c.rx.unread > 0 {
+		n := min(uint32(len(p)), c.rx.unread, c.rx.size-c.rx.readOff)
+		copy(p, c.rbuf[c.rx.readOff:c.rx.readOff+n])
+		c.rx.consume(n)
+		p = p[n:]
+		total += int(n)
+	}
+	return total
+}
+
+// Write writes p to the stream, in RDMA writes of up to 64 KiB into the
+// peer's ring.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	done := 0
+	olen := olapStart
+	for done < len(p) {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return done, c.opErr("write", net.ErrClosed)
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return done, c.opErr("write", err)
+		}
+		if c.wrShut {
+			c.mu.Unlock()
+			return done, c.opErr("write", unix.EPIPE)
+		}
+		if c.peerGone {
+			c.mu.Unlock()
+			return done, c.opErr("write", unix.ECONNRESET)
+		}
+		c.refreshTarget()
+		if c.sqeAvail > 0 && c.sbufAvail >= min(sndLowat, c.cfg.SendBuffer) && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
+			rest := len(p) - done
+			n := rest
+			if olen < rest {
+				n = olen
+				olen = min(olen*2, maxTransfer)
+			}
+			n = min(n, int(c.tgt.Length))
+			inline := n <= c.inline
+			if !inline {
+				n = min(n, c.sbufAvail, c.cfg.SendBuffer-c.sbufHead)
+			}
+			if err := c.postData(p[done:done+n], inline); err != nil {
+				c.err = err
+				c.mu.Unlock()
+				return done, c.opErr("write", err)
+			}
+			done += n
+			c.mu.Unlock()
+			continue
+		}
+		c.mu.Unlock()
+		if d := c.wdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+			return done, c.opErr("write", os.ErrDeadlineExceeded)
+		}
+		select {
+		case <-c.wrdy:
+		case <-c.done:
+		}
+	}
+	return done, nil
+}
+
+// postData sends b as one DATA message, inline or staged in the send
+// ring. Holds mu.
+func (c *Conn) postData(b []byte, inline bool) error {
+	n := len(b)
+	wr := &c.sendWR[0]
+	*wr = uverbs.SendWR{Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opData, uint32(n)),
+		RemoteAddr: c.tgt.Addr, Rkey: c.tgt.Key, SGL: c.sendSGE[:]}
+	if inline {
+		wr.ID = wrInline
+		wr.Flags = uverbs.SendInline
+		copy(c.scratch, b)
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer + (sglEntries+ctrlSlots)*sgeBytes),
+			Length: uint32(n), Lkey: c.mr.Lkey()}
+	} else {
+		copy(c.sbuf[c.sbufHead:], b)
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.sbufHead), Length: uint32(n), Lkey: c.mr.Lkey()}
+		wr.ID = wrData | uint64(n)
+		c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
+		c.sbufAvail -= n
+	}
+	err := c.qp.PostSend(c.sendWR[:])
+	wr.SGL = nil
+	if err != nil {
+		return fmt.Errorf("rsocket: posting data: %w", err)
+	}
+	c.tgt.Addr += uint64(n)
+	c.tgt.Length -= uint32(n)
+	if c.tgt.Length == 0 {
+		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
+	}
+	c.sseqNo++
+	c.sqeAvail--
+	return nil
+}
+
+// postCtrl sends a control message (a zero-length write with immediate)
+// when a control slot is free. Holds mu.
+func (c *Conn) postCtrl(val uint32, id uint64) bool {
+	if c.ctrlAvail == 0 || c.err != nil {
+		return false
+	}
+	c.sendWR[0] = uverbs.SendWR{ID: id, Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opCtrl, val)}
+	if err := c.qp.PostSend(c.sendWR[:]); err != nil {
+		c.err = fmt.Errorf("rsocket: sending control message: %w", err)
+		return false
+	}
+	c.ctrlAvail--
+	return true
+}
+
+// CloseWrite shuts down the sending side (rshutdown SHUT_WR): the peer
+// reads EOF after the bytes already written; this side can still read.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return c.opErr("close", net.ErrClosed)
+		case c.wrShut:
+			c.mu.Unlock()
+			return nil
+		case c.err != nil || c.peerGone:
+			c.wrShut = true
+			c.mu.Unlock()
+			return nil
+		}
+		if c.postCtrl(ctrlShutdwn, wrCtrl) {
+			c.wrShut = true
+			c.mu.Unlock()
+			return nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wrdy:
+		case <-c.done:
+		}
+	}
+}
+
+// closeWait bounds how long Close waits for its DISCONNECT message to
+// complete before tearing the connection down anyway.
+const closeWait = 5 * time.Second
+
+// Close sends the peer a DISCONNECT, waits for it to complete, and frees
+// the connection. Blocked Reads and Writes return net.ErrClosed. Close is
+// idempotent.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Conn) close() error {
+	c.mu.Lock()
+	posted := false
+	if c.err == nil && !c.peerGone && c.qp != nil && c.cancelPump != nil {
+		posted = c.postCtrl(ctrlDisconn, wrDisc)
+		c.discPosted = posted
+	}
+	c.mu.Unlock()
+	if posted {
+		t := time.NewTimer(closeWait)
+		select {
+		case <-c.discDone:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	close(c.done)
+	c.rtimer.Stop()
+	c.wtimer.Stop()
+	if c.cancelPump != nil {
+		c.id.Disconnect() // QP to ERR, DREQ; refused when already gone
+		c.cancelPump()
+		<-c.pumpDone
+	}
+	return c.free()
+}
+
+// free destroys the verbs objects and the ID, children first.
+func (c *Conn) free() error {
+	var errs []error
+	keep := func(err error) {
+		if err != nil && !errors.Is(err, uverbs.ErrClosed) && !errors.Is(err, uverbs.ErrDeviceRemoved) {
+			errs = append(errs, err)
+		}
+	}
+	if c.qp != nil {
+		keep(c.id.DestroyQP())
+	}
+	if c.mr != nil {
+		keep(c.mr.Close())
+	}
+	if c.mem != nil {
+		keep(c.mem.Close())
+	}
+	if c.cq != nil {
+		keep(c.cq.Close())
+	}
+	if c.cch != nil {
+		keep(c.cch.Close())
+	}
+	if c.pd != nil {
+		keep(c.pd.Close())
+	}
+	keep(c.id.Close())
+	if c.cancelPump != nil {
+		c.chRef.release()
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Conn) opErr(op string, err error) error {
+	return &net.OpError{Op: op, Net: "rdma", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// LocalAddr returns the local address (a *net.TCPAddr: rsockets use the
+// RDMA CM's TCP port space).
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline makes a blocked or future Read fail with an error
+// matching os.ErrDeadlineExceeded once t passes; the zero time clears it.
+// The connection stays usable.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	setDeadline(&c.rdl, c.rtimer, c.rdy, t)
+	return nil
+}
+
+// SetWriteDeadline is SetReadDeadline for Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	setDeadline(&c.wdl, c.wtimer, c.wrdy, t)
+	return nil
+}
+
+func setDeadline(dl *atomic.Int64, tm *time.Timer, ch chan struct{}, t time.Time) {
+	tm.Stop()
+	if t.IsZero() {
+		dl.Store(0)
+		return
+	}
+	dl.Store(t.UnixNano())
+	if d := time.Until(t); d > 0 {
+		tm.Reset(d)
+	} else {
+		notify(ch)
+	}
+}

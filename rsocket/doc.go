@@ -1,0 +1,46 @@
+// Package rsocket is a net.Conn over RDMA that speaks librdmacm's rsocket
+// stream protocol (rdma-core's rsocket.c, docs/rsocket) in pure Go: a Go
+// program talks to C programs using rsockets (rstream, riostream's stream
+// part, anything run under librspreload) and to other Go programs, with no
+// librdmacm and no cgo.
+//
+//	l, err := rsocket.Listen(ctx, "10.99.0.1:7471")
+//	c, err := l.Accept()                          // a net.Conn
+//
+//	c, err := rsocket.Dial(ctx, "10.99.0.1:7471") // a *rsocket.Conn, a net.Conn
+//	defer c.Close()
+//
+// # The protocol
+//
+// The connection is made by the RDMA connection manager (package rdmacm)
+// in the TCP port space, whose port numbers are apart from the kernel's TCP
+// ports. Each side's request or reply carries 40 bytes of connection data:
+// version 1, the credits (receive queue depth), where the peer writes
+// buffer offers (a two-entry SGL), and the first half of its receive ring.
+// Bytes travel as RDMA WRITE WITH IMMEDIATE straight into the peer's ring;
+// the immediate says what the message is (data of n bytes, a credit update
+// that may come with the offer of the other half of the ring, shutdown,
+// disconnect). A sender needs a credit per message and room in the half it
+// was offered; the receiver offers a half again once the application has
+// read it. Every message from the peer is checked: one it had no right to
+// send ends that connection with an error, never more.
+//
+// # net.Conn
+//
+// Conn implements net.Conn: deadlines (os.ErrDeadlineExceeded; a
+// connection stays usable after a read deadline), Close from any
+// goroutine unblocking Read and Write, CloseWrite (the protocol's
+// shutdown: the peer reads EOF and may keep sending). One goroutine per
+// connection handles completions, parked on the completion channel's file
+// descriptor in the Go netpoller; Read and Write wait on it without a
+// thread of their own.
+//
+// Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
+// rsocket rings of twice their value), inline size, QP depths. Keepalive
+// and riostream's iomap (riomap/riowrite) are not implemented.
+//
+// # Addresses
+//
+// Use the IP address of a netdev with an RDMA device (for Soft-RoCE the
+// netdev given to `rdma link add`); 127.0.0.1 does not work on RoCE.
+package rsocket

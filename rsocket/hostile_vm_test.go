@@ -1,0 +1,197 @@
+package rsocket
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// rawImm makes peer send a zero-length RDMA WRITE WITH IMM carrying imm,
+// bypassing the protocol: a peer that misbehaves.
+func rawImm(t *testing.T, peer *Conn, imm uint32) {
+	t.Helper()
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	wr := []uverbs.SendWR{{ID: wrCtrl, Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm}}
+	peer.ctrlAvail--
+	if err := peer.qp.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMalformedPeerVM: each malformed message gives an error on that
+// connection (a protocol violation) to a blocked Read and to Write, and
+// Close still frees everything.
+func TestMalformedPeerVM(t *testing.T) {
+	requireVM(t)
+	for _, tc := range []struct {
+		name string
+		imm  uint32
+	}{
+		{"reserved op 1", mkImm(opDataMore, 10)},
+		{"reserved op 5", mkImm(opReserved, 0)},
+		{"zero-length data", mkImm(opData, 0)},
+		{"data beyond the ring", mkImm(opData, maxImmData)},
+		{"credits moved back", mkImm(opSGL, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := pair(t, ListenConfig{}, fromB)
+			// Let the first SGL updates pass, so the credit case is a step back.
+			if _, err := server.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			var b [1]byte
+			if _, err := io.ReadFull(client, b[:]); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := client.Read(b[:])
+				done <- err
+			}()
+			rawImm(t, server, tc.imm)
+			select {
+			case err := <-done:
+				if !errors.Is(err, errProtocol) {
+					t.Fatalf("Read = %v, want a protocol violation", err)
+				}
+				t.Logf("Read: %v", err)
+			case <-time.After(60 * time.Second):
+				t.Fatal("Read did not return")
+			}
+			if _, err := client.Write([]byte("y")); !errors.Is(err, errProtocol) {
+				t.Errorf("Write = %v, want a protocol violation", err)
+			}
+			if err := client.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+}
+
+// TestManyConnsVM runs connections at once, each echoing a checksummed
+// stream (under -race in the VM runs).
+func TestManyConnsVM(t *testing.T) {
+	requireVM(t)
+	const n = 100
+	ctx := testCtx(t, 120*time.Second)
+	l, err := Listen(ctx, "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	errs := make(chan error, n)
+	cfg := Dialer{Config: Config{SendBuffer: 8192, RecvBuffer: 8192, SQSize: 16, RQSize: 16}, LocalAddr: fromB.LocalAddr}
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			c, err := cfg.Dial(ctx, l.Addr().String())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			msg := make([]byte, 50000+i)
+			for j := range msg {
+				msg[j] = byte(i + j)
+			}
+			go c.Write(msg)
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, got); err != nil {
+				errs <- err
+				return
+			}
+			for j := range got {
+				if got[j] != msg[j] {
+					errs <- fmt.Errorf("conn %d: byte %d differs", i, j)
+					return
+				}
+			}
+			errs <- nil
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// BenchmarkReadWriteVM measures 4 KiB Writes to a peer that reads them
+// (allocations counted over both sides and the completion goroutines).
+func BenchmarkReadWriteVM(b *testing.B) {
+	requireVM(b)
+	client, server := pair(b, ListenConfig{}, fromB)
+	buf := make([]byte, 4096)
+	rbuf := make([]byte, 4096)
+	go func() {
+		for {
+			if _, err := io.ReadFull(server, rbuf); err != nil {
+				return
+			}
+		}
+	}()
+	b.SetBytes(4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestListenerClosedVM: a dial pending on a listener nobody accepts from
+// is refused when the listener closes, and a blocked Accept returns
+// net.ErrClosed.
+func TestListenerClosedVM(t *testing.T) {
+	requireVM(t)
+	ctx := testCtx(t, 60*time.Second)
+	l, err := Listen(ctx, "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := fromB.Dial(ctx, l.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the request reaches the listener
+	l.Close()
+	if err := <-dialed; err == nil {
+		t.Error("Dial to a listener closed before accepting succeeded")
+	} else {
+		t.Logf("Dial: %v", err)
+	}
+	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
+	}
+	// A blocked Accept is woken by Close.
+	l2, err := Listen(ctx, "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := make(chan error, 1)
+	go func() { _, err := l2.Accept(); acc <- err }()
+	time.Sleep(100 * time.Millisecond)
+	l2.Close()
+	if err := <-acc; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("blocked Accept after Close = %v, want net.ErrClosed", err)
+	}
+}
