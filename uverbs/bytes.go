@@ -7,8 +7,6 @@ func asBytes[T any](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
 
-func sizeOf[T any](v T) uintptr { return unsafe.Sizeof(v) }
-
 func concat(parts ...[]byte) []byte {
 	n := 0
 	for _, p := range parts {

@@ -12,13 +12,12 @@ import (
 // rcPair is two connected RC QPs on one rxe device with a registered
 // buffer each.
 type rcPair struct {
-	f      *qpFixture
-	a, b   *QP
-	bufA   *Buffer
-	bufB   *Buffer
-	mrA    *MR
-	mrB    *MR
-	sendCQ *CQ
+	f    *qpFixture
+	a, b *QP
+	bufA *Buffer
+	bufB *Buffer
+	mrA  *MR
+	mrB  *MR
 }
 
 func newRCPair(t *testing.T, tr Transport, typ QPType) *rcPair {

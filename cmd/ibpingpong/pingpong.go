@@ -355,9 +355,6 @@ func (p *pingpong) exchange(ctx context.Context) error {
 	return nil
 }
 
-// errAborted is the run's context ending (a signal, or a test's deadline).
-var errAborted = errors.New("aborted")
-
 // loop is the examples' main loop: wait for completions, count them,
 // repost receives when few are left, and send again on a QP once both its
 // send and its receive completed, until iters of each.

@@ -400,7 +400,7 @@ func (r *pinger) serveOne(ctx context.Context, id *rdmacm.ID) error {
 	err = c.serve()
 	if errors.Is(err, errDisconnected) {
 		err = nil
-	} else if err != nil {
+	} else { // serve ends only with an error
 		var fe *fatalEvent
 		if !errors.As(err, &fe) {
 			r.printf(r.stderr, "rping server failed: %d\n", -1)

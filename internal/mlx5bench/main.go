@@ -148,13 +148,13 @@ func run(reps int, only string, scale float64, out string) error {
 				if side == "C" {
 					v, err := runC(c)
 					if err != nil {
-						return fmt.Errorf("C %s, repetition %d: %w", c.Name, rep, err)
+						return fmt.Errorf("libmlx5 side of %s, repetition %d: %w", c.Name, rep, err)
 					}
 					r.cS = append(r.cS, v)
 				} else {
 					v, err := runGo(c)
 					if err != nil {
-						return fmt.Errorf("Go %s, repetition %d: %w", c.Name, rep, err)
+						return fmt.Errorf("goverbs side of %s, repetition %d: %w", c.Name, rep, err)
 					}
 					r.goS = append(r.goS, v)
 				}

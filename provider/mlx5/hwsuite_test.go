@@ -57,7 +57,6 @@ type hwSide struct {
 	mr      *uverbs.MR
 	mem     []byte
 	atomics bool
-	srq     bool
 }
 
 // The provider's data path types and uverbs' public ones are declared

@@ -324,10 +324,6 @@ func TestLoopbackUnsignaled(t *testing.T) {
 // TestLoopbackErrors: the violations a ConnectX reports, with their
 // syndromes mapped to the statuses libmlx5 reports, then flushes.
 func TestLoopbackErrors(t *testing.T) {
-	type want struct {
-		status provider.WCStatus
-		opcode provider.WCOpcode
-	}
 	for _, tc := range []struct {
 		name     string
 		wr       func(p *loopPair) provider.SendWR

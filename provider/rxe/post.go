@@ -19,8 +19,6 @@ const (
 	sendWQESize = int(unsafe.Sizeof(abi.RXESendWQE{}))
 	recvWQESize = int(unsafe.Sizeof(abi.RXERecvWQE{}))
 	sgeSize     = int(unsafe.Sizeof(abi.RXESGE{}))
-	// wrUnion is where the wr union starts inside struct rxe_send_wr.
-	wrUnion = int(unsafe.Offsetof(abi.RXESendWR{}.WR))
 )
 
 // The provider's SGE must be laid out like the kernel's: PostSend copies

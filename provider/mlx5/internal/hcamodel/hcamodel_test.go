@@ -18,7 +18,6 @@ type rig struct {
 	cqA, cqB *CQ
 	memA     []byte
 	memB     []byte
-	sqDB     [2]*[2]uint32
 	posted   [2]uint16
 }
 
