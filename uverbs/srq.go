@@ -170,8 +170,10 @@ func (s *SRQ) Number() uint32 { return s.srqn }
 // XRCD returns the XRC domain of an XRC SRQ, nil for a basic one.
 func (s *SRQ) XRCD() *XRCD { return s.xrcd }
 
-// MaxWr and MaxSGE return the sizes the kernel granted.
-func (s *SRQ) MaxWr() uint32  { return s.maxWr }
+// MaxWr returns the number of receive requests the kernel granted.
+func (s *SRQ) MaxWr() uint32 { return s.maxWr }
+
+// MaxSGE returns the scatter entries per receive request the kernel granted.
 func (s *SRQ) MaxSGE() uint32 { return s.maxSGE }
 
 // Handle returns the kernel's handle of the SRQ.
