@@ -88,7 +88,7 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return c.fatalEvent(err)
 	}
 	var desc abi.AsyncEventDesc
-	if err := readEvent(ctx, c.async, &desc); err != nil {
+	if err := readEvent(ctx, c.async, &c.asyncWaker, &desc); err != nil {
 		return c.fatalEvent(fmt.Errorf("uverbs: get_async_event: %w", err))
 	}
 	ev := AsyncEvent{Type: AsyncEventType(desc.EventType), Element: desc.Element}

@@ -151,6 +151,7 @@ type Context struct {
 	pctx        provider.Context
 	numCV       int
 	async       *os.File
+	asyncWaker  eventWaker
 	coreSupport uint64
 
 	nextID atomic.Uint64 // user handles of CQs, QPs and SRQs
@@ -377,6 +378,7 @@ func (c *Context) releaseDevice(keepFD bool) error {
 		errs = append(errs, c.pctx.Close())
 	}
 	if c.async != nil {
+		c.asyncWaker.close()
 		errs = append(errs, c.async.Close())
 	}
 	c.chans.Range(func(id, v any) bool {

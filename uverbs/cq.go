@@ -21,9 +21,10 @@ import (
 // CompChannel delivers completion events of the CQs attached to it.
 // Waiting parks the goroutine on the Go netpoller.
 type CompChannel struct {
-	ctx  *Context
-	file *os.File
-	id   uint64 // in ctx.chans
+	ctx   *Context
+	file  *os.File
+	id    uint64 // in ctx.chans
+	waker eventWaker
 
 	mu       sync.Mutex
 	closed   bool
@@ -71,7 +72,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, fmt.Errorf("uverbs: get_cq_event: completion channel: %w", ErrClosed)
 	}
 	var desc abi.CompEventDesc
-	if err := readEvent(ctx, ch.file, &desc); err != nil {
+	if err := readEvent(ctx, ch.file, &ch.waker, &desc); err != nil {
 		return nil, ch.ctx.removedErr(fmt.Errorf("uverbs: get_cq_event: %w", err))
 	}
 	cq := ch.ctx.lookupCQ(desc.CQHandle)
@@ -106,6 +107,7 @@ func (ch *CompChannel) Close() error {
 	}
 	ch.closed = true
 	ch.ctx.chans.Delete(ch.id)
+	ch.waker.close()
 	return ch.file.Close()
 }
 
@@ -117,6 +119,7 @@ func (ch *CompChannel) release() {
 	defer ch.mu.Unlock()
 	if !ch.closed && !ch.released {
 		ch.released = true
+		ch.waker.close()
 		ch.file.Close()
 	}
 }
