@@ -151,6 +151,21 @@ func TestInteropVM(t *testing.T) {
 			for _, p := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
 				t.Run(fmt.Sprintf("%v-server/%v-client", p[0], p[1]), func(t *testing.T) {
 					srv, cli := pair(t, p[0], p[1], cross, args...)
+					// Known race, not yet understood: a Go server has been
+					// seen (once, on 6.12 under load) to report its end as
+					// "wait for RDMA_READ_ADV state 11" and then "wait for
+					// RDMA_READ_COMPLETE state 10" where rping prints only
+					// "... state 10", with every ping verified and exit 0.
+					// Such a run is repeated once and logged; a second
+					// mismatch fails.
+					stderrOnly := func() bool {
+						return srv.exit == 0 && cli.exit == 0 && srv.stdout == refSrv.stdout && cli.stdout == refCli.stdout &&
+							(normalize(srv.stderr) != normalize(refSrv.stderr) || normalize(cli.stderr) != normalize(refCli.stderr))
+					}
+					if stderrOnly() {
+						t.Logf("shutdown messages differ, running the pair again:\nserver stderr:\n%s\nclient stderr:\n%s", srv.stderr, cli.stderr)
+						srv, cli = pair(t, p[0], p[1], cross, args...)
+					}
 					for _, r := range []struct {
 						role     string
 						got, ref result
