@@ -72,6 +72,9 @@ type pairCase struct {
 	test           string
 	server, client side
 	args           []string
+	// cross puts the client on rxe1 and the server on rxe0, the
+	// connection across the veth pair (see vmenv.RouteAcross).
+	cross bool
 }
 
 func (tc pairCase) name() string {
@@ -120,13 +123,19 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	port := vmproc.FreePort(t)
-	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
+	srvDev, cliDev := vmenv.RXE0, vmenv.RXE0
+	if tc.cross {
+		cliDev = vmenv.RXE1
+	}
+	common := func(dev string) []string {
+		return append([]string{"-d", dev, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
+	}
 	up := make(chan struct{})
 	var ready func(net.Addr)
 	if tc.server.goSide {
 		ready = func(net.Addr) { close(up) }
 	}
-	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
+	srvDone := tc.server.start(ctx, t, tc.test, common(srvDev), ready)
 	// With -R the peers meet through rdma_cm, at the address of the
 	// server's device (rxe0's); the server listens on an rdma_cm ID.
 	rdmaCM := slices.Contains(tc.args, "-R")
@@ -147,7 +156,7 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	case srv = <-srvDone:
 		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
 	}
-	cli = <-tc.client.start(ctx, t, tc.test, append(common, serverAddr), nil)
+	cli = <-tc.client.start(ctx, t, tc.test, append(common(cliDev), serverAddr), nil)
 	srv = <-srvDone
 	return srv, cli
 }
@@ -214,9 +223,16 @@ type variant struct {
 // the other printed as remote.
 func runVariants(t *testing.T, variants []variant) {
 	goSide, cSide := side{goSide: true}, side{}
+	runPairs(t, false, [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}}, variants)
+}
+
+// runPairs runs each variant with each pair (server, client) of sides,
+// with the client on rxe1 if cross is set, and checks as runVariants
+// says.
+func runPairs(t *testing.T, cross bool, pairs [][2]side, variants []variant) {
 	for _, v := range variants {
-		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
-			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
+		for _, pair := range pairs {
+			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args, cross: cross}
 			t.Run(tc.name(), func(t *testing.T) {
 				started := time.Now()
 				srv, cli := tc.run(t)
@@ -284,6 +300,45 @@ func TestInteropRDMACMVM(t *testing.T) {
 	if n := deviceFDs(); n != 0 {
 		t.Errorf("%d uverbs file descriptors open after the runs", n)
 	}
+}
+
+// TestInteropRDMACMCrossVM runs -R between two devices, rxe1 to rxe0
+// across the veth pair, perftest against ibperf in both roles. perftest's
+// -R client cannot choose its source address, so vmenv.RouteAcross routes
+// the server's address through vb.
+func TestInteropRDMACMCrossVM(t *testing.T) {
+	requireVM(t)
+	vmenv.RequireCM(t)
+	vmenv.RouteAcross(t)
+	before := map[string]int{}
+	for _, dev := range []string{vmenv.RXE0, vmenv.RXE1} {
+		before[dev] = sentPkts(dev)
+	}
+	goSide, cSide := side{goSide: true}, side{}
+	runPairs(t, true, [][2]side{{goSide, cSide}, {cSide, goSide}}, []variant{
+		{"write_lat", []string{"-R", "-n", "200"}},
+		{"send_lat", []string{"-R", "-n", "200"}},
+		{"write_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-R", "-n", "400", "-c", "UD", "-s", "512"}},
+	})
+	// The traffic crossed the pair: each device sent (its side's data or
+	// acknowledgements), which one device talking to itself would not show.
+	for dev, n := range before {
+		if got := sentPkts(dev) - n; got < 1000 {
+			t.Errorf("%s sent %d packets during the runs, want over 1000", dev, got)
+		}
+	}
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+// sentPkts is dev's port 1 sent_pkts counter.
+func sentPkts(dev string) int {
+	b, _ := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/sent_pkts")
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 func addrs(out string) map[string][]string {
