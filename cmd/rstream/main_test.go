@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 func TestSizeStr(t *testing.T) {
@@ -27,7 +30,7 @@ func TestTCPSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite takes seconds")
 	}
-	cout := loopback(t, "-p", "47472", "-T", "s", "-T", "v")
+	cout := loopback(t, "-T", "s", "-T", "v")
 	var names []string
 	for _, l := range strings.Split(strings.TrimSpace(cout), "\n")[1:] {
 		names = append(names, strings.Fields(l)[0])
@@ -42,7 +45,7 @@ func TestTCPSuite(t *testing.T) {
 // TestTCP runs a custom test over kernel TCP (-T s) on loopback: both
 // sides print rstream's table.
 func TestTCP(t *testing.T) {
-	cout := loopback(t, "-p", "47471", "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3")
+	cout := loopback(t, "-T", "s", "-T", "v", "-S", "3000", "-C", "5", "-I", "3")
 	lines := strings.Split(cout, "\n")
 	if diff := cmp.Diff("name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer", lines[0]); diff != "" {
 		t.Errorf("header (-want +got):\n%s", diff)
@@ -54,23 +57,26 @@ func TestTCP(t *testing.T) {
 }
 
 // loopback runs a server and a client with args over kernel TCP on
-// 127.0.0.1 and returns the client's output.
+// 127.0.0.1, on a port free when the test starts, and returns the
+// client's output. The client starts once the server listens.
 func loopback(t *testing.T, args ...string) string {
 	t.Helper()
+	port := vmproc.FreePort(t)
+	args = append([]string{"-p", strconv.Itoa(port)}, args...)
 	var sout, serr bytes.Buffer
-	done := make(chan int)
+	done := make(chan int, 1)
 	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
-	var cout, cerr bytes.Buffer
-	var rc int
-	for i := 0; i < 50; i++ {
-		cout.Reset()
-		if rc = run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr); rc == 0 {
-			break
+	for !vmproc.Listening(port) {
+		select {
+		case rc := <-done:
+			t.Fatalf("server ended (exit %d) before listening: %s %s", rc, sout.String(), serr.String())
+		case <-time.After(20 * time.Millisecond):
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	if rc != 0 || <-done != 0 {
-		t.Fatalf("client %d %s %s; server %s %s", rc, cout.String(), cerr.String(), sout.String(), serr.String())
+	var cout, cerr bytes.Buffer
+	rc := run(append([]string{"rstream", "-s", "127.0.0.1"}, args...), &cout, &cerr)
+	if src := <-done; rc != 0 || src != 0 {
+		t.Fatalf("client %d %s %s; server %d %s %s", rc, cout.String(), cerr.String(), src, sout.String(), serr.String())
 	}
 	return cout.String()
 }
