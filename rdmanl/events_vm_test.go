@@ -41,15 +41,17 @@ func TestVMEvents(t *testing.T) {
 	}
 	defer mon.Close()
 	veth(t, "rnl2", "rnl3")
-	if err := c.AddLink(ctx, "rxe4", LinkRXE, "rnl2"); err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s after %v: %v", what, time.Since(start), err)
+		}
+		t.Logf("%s done after %v", what, time.Since(start))
 	}
-	if err := c.Rename(ctx, "rxe4", "rnly"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DeleteLink(ctx, "rnly"); err != nil {
-		t.Fatal(err)
-	}
+	step("add rxe4", c.AddLink(ctx, "rxe4", LinkRXE, "rnl2"))
+	step("rename rxe4 to rnly", c.Rename(ctx, "rxe4", "rnly"))
+	step("delete rnly", c.DeleteLink(ctx, "rnly"))
 	// RDMA netlink's own notifications: none on 6.1; on 6.12 registration,
 	// netdev attachment and unregistration, but no rename.
 	var notes []Notification
@@ -81,7 +83,7 @@ func TestVMEvents(t *testing.T) {
 		e, err := w.Next(wait)
 		cancel()
 		if err != nil {
-			t.Fatalf("after %v: %v", got, err)
+			t.Fatalf("after %v (%v in): %v", got, time.Since(start), err)
 		}
 		got = append(got, e)
 	}

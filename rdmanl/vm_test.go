@@ -122,7 +122,9 @@ func compareMaybeEmpty(t *testing.T, ours []jsonObj, args ...string) {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Generous: under TCG on a loaded host, adding or deleting an rxe
+	// device has taken tens of seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
