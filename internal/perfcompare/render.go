@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/benchstat"
 	"github.com/goverbs/goverbs/internal/svgplot"
 )
 
@@ -20,7 +22,7 @@ type stat struct {
 }
 
 func newStat(v []float64) stat {
-	s := stat{All: v, Med: median(v)}
+	s := stat{All: v, Med: benchstat.Median(v)}
 	s.Min, s.Max = minMax(v)
 	return s
 }
@@ -55,7 +57,7 @@ func verdict(metric string, g, c stat) string {
 	switch {
 	case len(g.All) == 0 || len(c.All) == 0:
 		return verdictNone
-	case g.Min <= c.Max && c.Min <= g.Max:
+	case !benchstat.Separate(g.All, c.All):
 		return verdictOverlap
 	case (g.Max < c.Min) == (metric == "lat"):
 		return verdictBetter
@@ -63,27 +65,11 @@ func verdict(metric string, g, c stat) string {
 	return verdictWorse
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func minMax(v []float64) (float64, float64) {
 	if len(v) == 0 {
 		return 0, 0
 	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
+	return slices.Min(v), slices.Max(v)
 }
 
 // summarize groups measurements by case, in the order cases() gives;
@@ -277,54 +263,46 @@ func renderDocs(run *rawRun, haveCharts bool) string {
 	return b.String()
 }
 
-// testRatios gathers, for one test, the ratios of every row of every
-// kernel.
-type testRatios struct {
-	test              string
-	ratios, defRatios []float64
-	rows, defRows     int
-	separate, missing []string // "4KiB 6.12: ibperf worse"
-	defSeparate       []string
-	defMissing        []string
+// tally gathers the ratios of one test's rows, every kernel's, for one
+// ibperf column.
+type tally struct {
+	ratios            []float64
+	rows              int
+	separate, missing []string // e.g. "4KiB on 6.12 ibperf worse"
 }
+
+func (t *tally) add(where, metric string, g, c stat) {
+	t.rows++
+	if x := ratio(g, c); x != 0 {
+		t.ratios = append(t.ratios, x)
+	} else {
+		t.missing = append(t.missing, where)
+	}
+	if v := verdict(metric, g, c); strings.HasPrefix(v, "separate") {
+		t.separate = append(t.separate, where+" "+strings.TrimPrefix(v, "separate: "))
+	}
+}
+
+func (t *tally) String() string { return rangeText(t.ratios, t.rows, t.separate, t.missing) }
 
 // renderReadme is the generated summary in README.md: per test, the
 // lowest and highest ratio over every row, with the rows whose ranges
 // separate and those without a figure named.
 func renderReadme(run *rawRun) string {
 	var order []string
-	byTest := map[string]*testRatios{}
+	prim, def := map[string]*tally{}, map[string]*tally{}
 	var kernels []string
 	for _, k := range run.Kernels {
 		kernels = append(kernels, k.Kernel)
 		for _, r := range summarize(k.Measurements) {
-			t := byTest[r.Test]
-			if t == nil {
-				t = &testRatios{test: r.Test}
-				byTest[r.Test] = t
+			if prim[r.Test] == nil {
+				prim[r.Test], def[r.Test] = new(tally), new(tally)
 				order = append(order, r.Test)
 			}
 			where := sizeName(r.Size) + " on " + k.Kernel
-			t.rows++
-			if x := ratio(r.Go, r.C); x != 0 {
-				t.ratios = append(t.ratios, x)
-			} else {
-				t.missing = append(t.missing, where)
-			}
-			if v := verdict(r.Metric, r.Go, r.C); strings.HasPrefix(v, "separate") {
-				t.separate = append(t.separate, where+" "+strings.TrimPrefix(v, "separate: "))
-			}
-			if !r.GoDefaults {
-				continue
-			}
-			t.defRows++
-			if x := ratio(r.GoDef, r.C); x != 0 {
-				t.defRatios = append(t.defRatios, x)
-			} else {
-				t.defMissing = append(t.defMissing, where)
-			}
-			if v := verdict(r.Metric, r.GoDef, r.C); strings.HasPrefix(v, "separate") {
-				t.defSeparate = append(t.defSeparate, where+" "+strings.TrimPrefix(v, "separate: "))
+			prim[r.Test].add(where, r.Metric, r.Go, r.C)
+			if r.GoDefaults {
+				def[r.Test].add(where, r.Metric, r.GoDef, r.C)
 			}
 		}
 	}
@@ -335,21 +313,19 @@ func renderReadme(run *rawRun) string {
 		"and message rate or bandwidth (above 1 is ibperf faster). Both tools with perftest's settings on rxe: %s.\n",
 		dateOnly(run.Date), run.Commit, run.Reps, strings.Join(kernels, " and "), settingsProse)
 	for _, name := range order {
-		t := byTest[name]
-		fmt.Fprintf(&b, "  - %s: %s\n", name, rangeText(t.ratios, t.rows, t.separate, t.missing))
+		fmt.Fprintf(&b, "  - %s: %s\n", name, prim[name])
 	}
 	fmt.Fprintf(&b, "  - ibperf with its own defaults (%s) against the same perftest samples:", ownDefaultsProse)
 	first := true
 	for _, name := range order {
-		t := byTest[name]
-		if t.defRows == 0 {
+		if def[name].rows == 0 {
 			continue
 		}
 		if !first {
 			b.WriteString(";")
 		}
 		first = false
-		fmt.Fprintf(&b, " %s %s", name, rangeText(t.defRatios, t.defRows, t.defSeparate, t.defMissing))
+		fmt.Fprintf(&b, " %s %s", name, def[name])
 	}
 	if first {
 		b.WriteString(" not run")
@@ -428,7 +404,7 @@ func charts(run *rawRun) map[string]*svgplot.Chart {
 				sort.Ints(sizes)
 				ser := svgplot.Series{Name: fmt.Sprintf("%s, kernel %s (%d sweeps)", toolName(tool), k.Kernel, len(per[sizes[0]])), Dashed: tool == "go"}
 				for _, sz := range sizes {
-					ser.Points = append(ser.Points, svgplot.Point{X: float64(sz), Y: median(per[sz])})
+					ser.Points = append(ser.Points, svgplot.Point{X: float64(sz), Y: benchstat.Median(per[sz])})
 				}
 				c.Series = append(c.Series, ser)
 			}
