@@ -79,6 +79,7 @@ type sweep struct {
 	Points []point `json:"points,omitempty"`
 	OK     bool    `json:"ok"`
 	Detail string  `json:"detail,omitempty"`
+	Secs   float64 `json:"secs,omitempty"` // the pair's wall time
 }
 
 const sweepPrefix = "PERFSWEEP "
@@ -97,6 +98,8 @@ type guestOptions struct {
 	reps, sweepReps, sweepIters    int
 }
 
+func since(t time.Time) float64 { return time.Since(t).Round(time.Millisecond).Seconds() }
+
 func emit(prefix string, v any) {
 	b, _ := json.Marshal(v)
 	fmt.Printf("%s%s\n", prefix, b)
@@ -109,8 +112,9 @@ func guestMain(ctx context.Context, o guestOptions) int {
 	}
 	cs := selectCases(o.only)
 	measure := func(c benchCase, tool, server, client string, rep int) {
+		start := time.Now()
 		v, err := g.pair(c, server, client)
-		m := measurement{Case: c.Name, Tool: tool, Rep: rep, Value: v, OK: err == nil}
+		m := measurement{Case: c.Name, Tool: tool, Rep: rep, Value: v, OK: err == nil, Secs: since(start)}
 		if err != nil {
 			m.Detail = err.Error()
 		}
@@ -144,9 +148,10 @@ func guestMain(ctx context.Context, o guestOptions) int {
 		for _, test := range sweepTests {
 			for _, tool := range order {
 				s := sweep{Test: test, Tool: tool, Rep: rep}
+				start := time.Now()
 				var err error
 				s.Points, err = g.sweep(test, tool, o.sweepIters)
-				s.OK = err == nil
+				s.OK, s.Secs = err == nil, since(start)
 				if err != nil {
 					s.Detail = err.Error()
 				}

@@ -63,6 +63,7 @@ type measurement struct {
 	Value  float64 `json:"value"` // t_typical µs, BW MB/s or Mpps
 	OK     bool    `json:"ok"`
 	Detail string  `json:"detail,omitempty"`
+	Secs   float64 `json:"secs,omitempty"` // the pair's wall time
 }
 
 const linePrefix = "PERFCOMPARE "
