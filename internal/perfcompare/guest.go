@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -45,6 +46,7 @@ func values(metric, out string) ([]point, error) {
 		col = 5
 	}
 	var ps []point
+	bad := 0
 	for _, m := range re.FindAllStringSubmatch(out, -1) {
 		size, err := strconv.Atoi(m[1])
 		if err != nil {
@@ -54,9 +56,17 @@ func values(metric, out string) ([]point, error) {
 		if err != nil {
 			return nil, fmt.Errorf("result row of %d B: %w", size, err)
 		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			// perftest given -F, or a zero interval: no figure for this size.
+			bad++
+			continue
+		}
 		ps = append(ps, point{size, v})
 	}
-	if len(ps) == 0 {
+	switch {
+	case len(ps) == 0 && bad > 0:
+		return nil, fmt.Errorf("%d result rows, none with a finite figure", bad)
+	case len(ps) == 0:
 		return nil, errors.New("no result row in the client's output")
 	}
 	return ps, nil
@@ -101,7 +111,11 @@ type guestOptions struct {
 func since(t time.Time) float64 { return time.Since(t).Round(time.Millisecond).Seconds() }
 
 func emit(prefix string, v any) {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "perfcompare: %+v: %v\n", v, err)
+		return
+	}
 	fmt.Printf("%s%s\n", prefix, b)
 }
 

@@ -317,7 +317,8 @@ func splitList(s string) []string {
 	return l
 }
 
-// parseGuest reads the guest's measurement and sweep lines.
+// parseGuest reads the guest's measurement and sweep lines; one that does
+// not parse is reported and left out rather than losing the kernel's run.
 func parseGuest(out []byte) (kernelRun, error) {
 	var kr kernelRun
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -326,13 +327,15 @@ func parseGuest(out []byte) (kernelRun, error) {
 		if l, ok := strings.CutPrefix(sc.Text(), linePrefix); ok {
 			var m measurement
 			if err := json.Unmarshal([]byte(l), &m); err != nil {
-				return kr, fmt.Errorf("guest line %q: %w", l, err)
+				fmt.Fprintf(os.Stderr, "perfcompare: guest line %q left out: %v\n", l, err)
+				continue
 			}
 			kr.Measurements = append(kr.Measurements, m)
 		} else if l, ok := strings.CutPrefix(sc.Text(), sweepPrefix); ok {
 			var s sweep
 			if err := json.Unmarshal([]byte(l), &s); err != nil {
-				return kr, fmt.Errorf("guest line %q: %w", l, err)
+				fmt.Fprintf(os.Stderr, "perfcompare: guest line %q left out: %v\n", l, err)
+				continue
 			}
 			kr.Sweeps = append(kr.Sweeps, s)
 		}

@@ -54,6 +54,34 @@ func TestValuesAll(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	// A row without a finite figure is left out; only such rows: an error.
+	inf := strings.Replace(out, "0.15  ", "inf   ", 1)
+	if got, err := values("bw", inf); err != nil || len(got) != 2 {
+		t.Errorf("rows with an inf: %v, %v", got, err)
+	}
+	if _, err := value("rate", " 8          100              inf               inf  \t\t   -nan\n"); err == nil {
+		t.Error("a -nan message rate read as a figure")
+	}
+}
+
+func TestParseGuest(t *testing.T) {
+	out := "boot noise\n" + linePrefix + `{"case":"write_lat 2B","tool":"c","rep":1,"value":11,"ok":true}` + "\n" +
+		linePrefix + "\n" + // a line that does not parse is left out
+		sweepPrefix + `{"test":"write_bw","tool":"go","rep":1,"points":[{"size":2,"value":0.08}],"ok":true}` + "\n"
+	kr, err := parseGuest([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kernelRun{
+		Measurements: []measurement{{Case: "write_lat 2B", Tool: "c", Rep: 1, Value: 11, OK: true}},
+		Sweeps:       []sweep{{Test: "write_bw", Tool: "go", Rep: 1, Points: []point{{2, 0.08}}, OK: true}},
+	}
+	if diff := cmp.Diff(want, kr); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := parseGuest([]byte("nothing\n")); err == nil {
+		t.Error("a guest output without measurements accepted")
+	}
 }
 
 func TestSummarize(t *testing.T) {
