@@ -105,7 +105,7 @@ func main() {
 	kernels := flag.String("kernels", "6.1,6.12", "kernels to boot, comma-separated")
 	reps := flag.Int("reps", 7, "repetitions of every case and tool")
 	sweepReps := flag.Int("sweep-reps", 3, "message-size sweeps (-a) of write_lat and write_bw per tool; 0 skips them")
-	sweepN := flag.Int("sweep-n", 50, "iterations per message size in a sweep (-a runs up to 8 MiB)")
+	sweepN := flag.Int("sweep-n", 20, "iterations per message size in a sweep (-a runs up to 8 MiB)")
 	devices := flag.String("devices", "same", "same: server and client on rxe0; pair: server on rxe1")
 	only := flag.String("only", "", "run only the cases whose name contains one of these (comma-separated), e.g. \"write_lat 64B,send_bw 4KiB\"")
 	profile := flag.String("profile", "", "comma-separated case names whose ibperf client is profiled once more (pprof top)")
