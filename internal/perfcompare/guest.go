@@ -237,11 +237,34 @@ func (g *guest) sweep(test, tool string, iters int) ([]point, error) {
 	if err != nil {
 		return nil, err
 	}
-	metric := "bw"
 	if strings.HasSuffix(test, "_lat") {
-		metric = "lat"
+		return values("lat", out)
 	}
-	return values(metric, out)
+	bw, err := values("bw", out)
+	if err != nil {
+		return nil, err
+	}
+	return preciseBW(bw, out), nil
+}
+
+// preciseBW replaces bandwidths under 1 MB/s, which perftest prints with
+// two decimals (0.00 for small messages on rxe under TCG), by the message
+// rate (six decimals) times the size, in perftest's MB (2^20 bytes).
+func preciseBW(bw []point, out string) []point {
+	rate, err := values("rate", out)
+	if err != nil {
+		return bw
+	}
+	bySize := map[int]float64{}
+	for _, p := range rate {
+		bySize[p.Size] = p.Value
+	}
+	for i, p := range bw {
+		if r, ok := bySize[p.Size]; ok && p.Value < 1 {
+			bw[i].Value = r * 1e6 * float64(p.Size) / (1 << 20)
+		}
+	}
+	return bw
 }
 
 // clientStderr is where a client's standard error goes, apart from its

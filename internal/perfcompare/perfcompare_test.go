@@ -54,6 +54,10 @@ func TestValuesAll(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	precise := []point{{2, 0.040000 * 2e6 / (1 << 20)}, {4, 0.037500 * 4e6 / (1 << 20)}, {8388608, 45.1}}
+	if diff := cmp.Diff(precise, preciseBW(got, out)); diff != "" {
+		t.Errorf("bandwidth from the message rate under 1 MB/s (-want +got):\n%s", diff)
+	}
 	// A row without a finite figure is left out; only such rows: an error.
 	inf := strings.Replace(out, "0.15  ", "inf   ", 1)
 	if got, err := values("bw", inf); err != nil || len(got) != 2 {

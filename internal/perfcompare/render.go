@@ -256,7 +256,7 @@ func renderDocs(run *rawRun, haveCharts bool) string {
 	renderTables(&b, run)
 	if haveCharts {
 		fmt.Fprintf(&b, "\n#### Message size sweeps\n\nwrite_lat and write_bw with `-a` (2 B to 8 MiB), `-n %d`, perftest's settings "+
-			"as above, %d sweeps per tool and kernel, the tools alternating (a failed sweep runs once more); each point is the median of the sweeps that completed (the legend says how many).\n\n"+
+			"as above, %d sweeps per tool and kernel, the tools alternating (a failed sweep runs once more); each point is the median of the sweeps that completed (the legend says how many). Bandwidth is perftest's average in MB/s (2^20 bytes), computed from the message rate where it is under 1 MB/s (perftest prints two decimals).\n\n"+
 			"![write_lat against message size](perf-write_lat.svg)\n\n![write_bw against message size](perf-write_bw.svg)\n",
 			run.SweepIters, run.SweepReps)
 	}
