@@ -9,9 +9,9 @@
 // bandwidth) at 2 B, 64 B, 4 KiB and 64 KiB (atomics at 8 B). Both tools
 // run every case with perftest's effective settings on rxe, given to both
 // explicitly (cases.go says which); where ibperf's own defaults differ,
-// ibperf also runs with them, a second column. For each repetition
-// perftest runs first on odd repetitions and ibperf first on even ones, so
-// that drift in the shared host's speed does not favour either. Each case
+// ibperf also runs with them, a second column. perftest runs first on odd
+// repetitions and ibperf first on even ones, so that drift in the shared
+// host's speed does not favour either. Each case
 // also runs once across the tools (an ibperf client against a perftest
 // server and the reverse), as a wire-compatibility check.
 //
