@@ -212,6 +212,7 @@ fuzz:
 # ibperf and perftest side by side in the test VM, medians and Go/C ratios
 # (docs/performance.md has the method and the last run's table).
 PERF_KERNELS ?= 6.1,6.12
-PERF_REPS    ?= 5
+PERF_REPS    ?= 7
+PERF_SWEEPS  ?= 3
 perfcompare: vmexec
-	$(GO) run ./internal/perfcompare -kernels $(PERF_KERNELS) -reps $(PERF_REPS) -o $(CURDIR)/.cache/perfcompare.md
+	$(GO) run ./internal/perfcompare -kernels $(PERF_KERNELS) -reps $(PERF_REPS) -sweep-reps $(PERF_SWEEPS) -raw docs/perfcompare-raw.json -o $(CURDIR)/.cache/perfcompare.md

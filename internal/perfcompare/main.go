@@ -1,15 +1,27 @@
 // Command perfcompare measures ibperf against perftest 4.5 side by side in
 // the test VM (internal/testvm: a Debian kernel under QEMU TCG with rxe),
-// both in the same boot, and prints the medians and the Go/C ratios:
+// both in the same boot, and writes the tables and figures of
+// docs/performance.md and the summary in README.md:
 //
-//	go run ./internal/perfcompare -kernels 6.1,6.12 -reps 5
+//	go run ./internal/perfcompare -kernels 6.1,6.12 -raw docs/perfcompare-raw.json
 //
-// For each case (a test, a size, options) and each repetition it runs a
-// server and a client of the same tool, perftest's first on odd
-// repetitions and ibperf's first on even ones, so that drift in the shared
-// host's speed does not favour either. It also runs each case once across
-// the tools (an ibperf client against a perftest server and the reverse),
-// as a wire-compatibility check.
+// The cases are the eight tests (write, send, read, atomic; latency and
+// bandwidth) at 2 B, 64 B, 4 KiB and 64 KiB (atomics at 8 B). Both tools
+// run every case with perftest's effective settings on rxe, given to both
+// explicitly (cases.go says which); where ibperf's own defaults differ,
+// ibperf also runs with them, a second column. perftest runs first on odd
+// repetitions and ibperf first on even ones, so that drift in the shared
+// host's speed does not favour either. Each case
+// also runs once across the tools (an ibperf client against a perftest
+// server and the reverse), as a wire-compatibility check.
+//
+// Then both tools sweep message sizes (-a) for write_lat and write_bw, and
+// the medians per size are drawn as docs/perf-write_lat.svg and
+// docs/perf-write_bw.svg.
+//
+// The generated text goes between markers in docs/performance.md and
+// README.md under -root (default: the working directory); -raw saves
+// every sample, and -replay re-renders from such a file without a VM.
 //
 // Both sides of a pair run on rxe0, the client connecting to 127.0.0.1
 // (-devices same). -devices pair puts the server on rxe1 instead, reached
@@ -36,7 +48,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -44,75 +55,136 @@ import (
 	"github.com/goverbs/goverbs/internal/testvm"
 )
 
-// A case is one comparison: the same arguments to both tools.
-type benchCase struct {
-	Name   string   // row label, e.g. "write_lat 2B"
-	Test   string   // write_lat, ...
-	Args   []string // besides -d, -x, -p
-	Metric string   // "lat" (t_typical, lower is better) or "bw" / "rate" (higher is better)
-	// GoArgs are appended for ibperf only (e.g. its own defaults spelled
-	// out); empty for like-for-like cases.
-	GoArgs []string
-}
-
-// cases are the comparison's rows.
-func cases() []benchCase {
-	var cs []benchCase
-	for _, t := range []string{"write_lat", "send_lat", "read_lat"} {
-		for _, s := range []string{"2", "64", "4096"} {
-			cs = append(cs, benchCase{Name: fmt.Sprintf("%s %sB", t, s), Test: t, Args: []string{"-s", s, "-n", "2000"}, Metric: "lat"})
-		}
-	}
-	for _, t := range []string{"write_bw", "send_bw"} {
-		cs = append(cs,
-			benchCase{Name: t + " 64KiB", Test: t, Args: []string{"-s", "65536", "-n", "2000"}, Metric: "bw"},
-			benchCase{Name: t + " 64B defaults", Test: t, Args: []string{"-s", "64", "-n", "6400"}, Metric: "rate"},
-			benchCase{Name: t + " 64B -l32 -Q32", Test: t, Args: []string{"-s", "64", "-n", "6400", "--post_list", "32", "--cq-mod", "32"}, Metric: "rate"},
-		)
-	}
-	cs = append(cs, benchCase{Name: "write_bw 64B -l1 -Q1", Test: "write_bw", Args: []string{"-s", "64", "-n", "6400", "--post_list", "1", "--cq-mod", "1"}, Metric: "rate"})
-	return cs
-}
-
 // measurement is one run of a pair, as the guest reports it.
 type measurement struct {
 	Case   string  `json:"case"`
-	Tool   string  `json:"tool"` // "go", "c", or "go-c"/"c-go" (server-client) for interop
+	Tool   string  `json:"tool"` // "c", "go", "godef" (ibperf's defaults), or "go-c"/"c-go" (server-client) for interop
 	Rep    int     `json:"rep"`
 	Value  float64 `json:"value"` // t_typical µs, BW MB/s or Mpps
 	OK     bool    `json:"ok"`
 	Detail string  `json:"detail,omitempty"`
+	Secs   float64 `json:"secs,omitempty"` // the pair's wall time
 }
 
 const linePrefix = "PERFCOMPARE "
 
+// rawRun is everything one run measured: what -raw writes and -replay
+// reads.
+type rawRun struct {
+	Date       string      `json:"date"` // UTC, RFC 3339
+	Commit     string      `json:"commit"`
+	Command    string      `json:"command"`
+	LoadBefore string      `json:"load_before"` // /proc/loadavg
+	LoadAfter  string      `json:"load_after"`
+	Reps       int         `json:"reps"`
+	SweepReps  int         `json:"sweep_reps"`
+	SweepIters int         `json:"sweep_iters"`
+	Devices    string      `json:"devices"`
+	Kernels    []kernelRun `json:"kernels"`
+}
+
+type kernelRun struct {
+	Kernel       string        `json:"kernel"`
+	Release      string        `json:"release"`
+	Seconds      float64       `json:"seconds"`
+	Measurements []measurement `json:"measurements"`
+	Sweeps       []sweep       `json:"sweeps,omitempty"`
+}
+
+type options struct {
+	kernels                 []string
+	reps, sweepReps, sweepN int
+	devices, only, profile  string
+	out, root, raw, replay  string
+	noDocs                  bool
+	stdout                  io.Writer // the tables; os.Stdout if nil
+}
+
 func main() {
 	guest := flag.Bool("guest", false, "run the measurements (inside the VM)")
 	kernels := flag.String("kernels", "6.1,6.12", "kernels to boot, comma-separated")
-	reps := flag.Int("reps", 5, "repetitions of every case and tool")
+	reps := flag.Int("reps", 7, "repetitions of every case and tool")
+	sweepReps := flag.Int("sweep-reps", 3, "message-size sweeps (-a) of write_lat and write_bw per tool; 0 skips them")
+	sweepN := flag.Int("sweep-n", 20, "iterations per message size in a sweep (-a runs up to 8 MiB)")
 	devices := flag.String("devices", "same", "same: server and client on rxe0; pair: server on rxe1")
-	only := flag.String("only", "", "run only the cases whose name contains this")
+	only := flag.String("only", "", "run only the cases whose name contains one of these (comma-separated), e.g. \"write_lat 64B,send_bw 4KiB\"")
 	profile := flag.String("profile", "", "comma-separated case names whose ibperf client is profiled once more (pprof top)")
 	ibperf := flag.String("ibperf", "", "(guest) path of the ibperf binary")
-	out := flag.String("o", "", "also write the table here")
+	out := flag.String("o", "", "also write the tables here")
+	root := flag.String("root", ".", "tree whose docs/performance.md, docs/perf-*.svg and README.md are rewritten (between markers)")
+	noDocs := flag.Bool("nodocs", false, "leave docs/ and README.md alone")
+	raw := flag.String("raw", "", "save every sample here (JSON)")
+	replay := flag.String("replay", "", "render from a file saved with -raw instead of measuring")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *guest {
-		os.Exit(guestMain(ctx, *ibperf, *reps, *devices, *only, *profile))
+		os.Exit(guestMain(ctx, guestOptions{ibperf: *ibperf, devices: *devices, only: *only, profile: *profile,
+			reps: *reps, sweepReps: *sweepReps, sweepIters: *sweepN}))
 	}
-	if err := hostMain(ctx, strings.Split(*kernels, ","), *reps, *devices, *only, *profile, *out); err != nil {
+	o := options{kernels: splitList(*kernels), reps: *reps, sweepReps: *sweepReps, sweepN: *sweepN, devices: *devices,
+		only: *only, profile: *profile, out: *out, root: *root, raw: *raw, replay: *replay, noDocs: *noDocs}
+	if err := hostMain(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "perfcompare:", err)
 		os.Exit(1)
 	}
 }
 
-// hostMain builds the two static binaries, boots each kernel once with
-// them, and prints the table.
-func hostMain(ctx context.Context, kernels []string, reps int, devices, only, profile, out string) error {
+func hostMain(ctx context.Context, o options) error {
+	var run *rawRun
+	if o.replay != "" {
+		b, err := os.ReadFile(o.replay)
+		if err != nil {
+			return err
+		}
+		run = new(rawRun)
+		if err := json.Unmarshal(b, run); err != nil {
+			return fmt.Errorf("%s: %w", o.replay, err)
+		}
+	} else {
+		var err error
+		if run, err = measure(ctx, o); err != nil {
+			return err
+		}
+		if o.raw != "" {
+			b, err := json.MarshalIndent(run, "", " ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(o.raw, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	var tables bytes.Buffer
+	renderTables(&tables, run)
+	stdout := o.stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	stdout.Write(tables.Bytes())
+	if o.out != "" {
+		if err := os.WriteFile(o.out, tables.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.noDocs {
+		return nil
+	}
+	return writeDocs(o.root, run)
+}
+
+// measure builds the two static binaries, boots each kernel once with
+// them, and collects the guest's samples.
+func measure(ctx context.Context, o options) (*rawRun, error) {
+	if len(selectCases(o.only)) == 0 {
+		return nil, fmt.Errorf("-only %q: no such case", o.only)
+	}
+	run := &rawRun{Date: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx), Command: command(),
+		LoadBefore: loadavg(), Reps: o.reps, SweepReps: o.sweepReps, SweepIters: o.sweepN, Devices: o.devices}
 	dir, err := os.MkdirTemp("", "perfcompare-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	ibperf, self := filepath.Join(dir, "ibperf"), filepath.Join(dir, "perfcompare")
@@ -121,52 +193,90 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", b[1], err)
+			return nil, fmt.Errorf("go build %s: %w", b[1], err)
 		}
 	}
-	var report bytes.Buffer
-	w := io.MultiWriter(os.Stdout, &report)
-	for _, k := range kernels {
+	for _, k := range o.kernels {
 		var stdout bytes.Buffer
-		args := []string{"-guest", "-ibperf", ibperf, "-reps", fmt.Sprint(reps), "-devices", devices, "-only", only, "-profile", profile}
-		fmt.Fprintf(os.Stderr, "perfcompare: kernel %s: booting (%d repetitions)\n", k, reps)
+		args := []string{"-guest", "-ibperf", ibperf, "-reps", fmt.Sprint(o.reps), "-sweep-reps", fmt.Sprint(o.sweepReps),
+			"-sweep-n", fmt.Sprint(o.sweepN), "-devices", o.devices, "-only", o.only, "-profile", o.profile}
+		fmt.Fprintf(os.Stderr, "perfcompare: kernel %s: booting (%d repetitions, %d sweeps)\n", k, o.reps, o.sweepReps)
 		started := time.Now()
 		res, err := testvm.Run(ctx, testvm.Config{
 			Kernel: k, Program: self, Args: args, Adds: []testvm.Add{{Host: ibperf}},
 			Stdout: io.MultiWriter(&stdout, progress{os.Stderr}), Stderr: os.Stderr,
-			Returns: profilePaths(profile), Timeout: 90 * time.Minute,
+			Returns: profilePaths(o.profile), Timeout: 4 * time.Hour,
 		})
 		if err != nil {
-			return fmt.Errorf("kernel %s: %w", k, err)
+			return nil, fmt.Errorf("kernel %s: %w", k, err)
 		}
 		if res.ExitCode != 0 {
-			return fmt.Errorf("kernel %s: the guest run exited %d", k, res.ExitCode)
+			return nil, fmt.Errorf("kernel %s: the guest run exited %d", k, res.ExitCode)
 		}
-		ms, err := parseMeasurements(stdout.Bytes())
+		kr, err := parseGuest(stdout.Bytes())
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("kernel %s: %w", k, err)
 		}
-		fmt.Fprintf(w, "\nkernel %s (%s), %d repetitions, %s devices, run %v\n\n", k, res.Kernel.Release, reps, devices, time.Since(started).Round(time.Second))
-		printTable(w, summarize(ms))
-		for _, name := range splitList(profile) {
-			path := profilePath(name)
-			if _, err := os.Stat(path); err != nil {
-				fmt.Fprintf(w, "\nno CPU profile came back for %s\n", name)
-				continue
-			}
-			cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", ibperf, path)
-			cmd.Stdout, cmd.Stderr = w, os.Stderr
-			fmt.Fprintf(w, "\nCPU profile of the ibperf client, %s, kernel %s:\n\n", name, k)
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("pprof: %w", err)
-			}
-			os.Remove(path)
+		kr.Kernel, kr.Release, kr.Seconds = k, res.Kernel.Release, time.Since(started).Round(time.Second).Seconds()
+		run.Kernels = append(run.Kernels, kr)
+		if err := printProfiles(ctx, ibperf, k, o.profile); err != nil {
+			return nil, err
 		}
 	}
-	if out != "" {
-		return os.WriteFile(out, report.Bytes(), 0o644)
+	run.LoadAfter = loadavg()
+	return run, nil
+}
+
+func printProfiles(ctx context.Context, ibperf, kernel, profile string) error {
+	for _, name := range splitList(profile) {
+		path := profilePath(name)
+		if _, err := os.Stat(path); err != nil {
+			fmt.Printf("\nno CPU profile came back for %s\n", name)
+			continue
+		}
+		cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", ibperf, path)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		fmt.Printf("\nCPU profile of the ibperf client, %s, kernel %s:\n\n", name, kernel)
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+		os.Remove(path)
 	}
 	return nil
+}
+
+// commit is HEAD's short hash, "-dirty" added when tracked files differ
+// from it.
+func commit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
+}
+
+// command is how this run was started, as one could type it again.
+func command() string {
+	args := []string{"go run ./internal/perfcompare"}
+	for _, a := range os.Args[1:] {
+		if a == "" || strings.ContainsAny(a, " \t\"'$,") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // progress shows the guest's measurement lines as they come, shortened.
@@ -174,8 +284,10 @@ type progress struct{ w io.Writer }
 
 func (p progress) Write(b []byte) (int, error) {
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, linePrefix) {
-			fmt.Fprintln(p.w, "  ", strings.TrimPrefix(l, linePrefix))
+		if s, ok := strings.CutPrefix(l, linePrefix); ok {
+			fmt.Fprintln(p.w, "  ", s)
+		} else if s, ok := strings.CutPrefix(l, sweepPrefix); ok {
+			fmt.Fprintln(p.w, "   sweep", s)
 		}
 	}
 	return len(b), nil
@@ -205,125 +317,31 @@ func splitList(s string) []string {
 	return l
 }
 
-func parseMeasurements(out []byte) ([]measurement, error) {
-	var ms []measurement
+// parseGuest reads the guest's measurement and sweep lines; one that does
+// not parse is reported and left out rather than losing the kernel's run.
+func parseGuest(out []byte) (kernelRun, error) {
+	var kr kernelRun
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		l, ok := strings.CutPrefix(sc.Text(), linePrefix)
-		if !ok {
-			continue
-		}
-		var m measurement
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			return nil, fmt.Errorf("guest line %q: %w", l, err)
-		}
-		ms = append(ms, m)
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("the guest reported no measurements")
-	}
-	return ms, nil
-}
-
-// row is one case's summary.
-type row struct {
-	Case         string
-	Metric       string
-	GoMed, CMed  float64
-	GoN, CN      int
-	GoMin, GoMax float64
-	CMin, CMax   float64
-	Ratio        float64 // Go/C of the medians
-	Interop      string  // "ok", or what failed
-	Failures     []string
-	GoAll, CAll  []float64
-	ordered      int
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// summarize groups measurements by case, in the order cases() gives.
-func summarize(ms []measurement) []row {
-	order := map[string]int{}
-	metric := map[string]string{}
-	for i, c := range cases() {
-		order[c.Name], metric[c.Name] = i, c.Metric
-	}
-	rows := map[string]*row{}
-	for _, m := range ms {
-		r := rows[m.Case]
-		if r == nil {
-			r = &row{Case: m.Case, Metric: metric[m.Case], Interop: "ok", ordered: order[m.Case]}
-			rows[m.Case] = r
-		}
-		switch {
-		case !m.OK:
-			r.Failures = append(r.Failures, fmt.Sprintf("%s rep %d: %s", m.Tool, m.Rep, m.Detail))
-			if m.Tool == "go-c" || m.Tool == "c-go" {
-				r.Interop = "FAIL " + m.Tool
+		if l, ok := strings.CutPrefix(sc.Text(), linePrefix); ok {
+			var m measurement
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				fmt.Fprintf(os.Stderr, "perfcompare: guest line %q left out: %v\n", l, err)
+				continue
 			}
-		case m.Tool == "go":
-			r.GoAll = append(r.GoAll, m.Value)
-		case m.Tool == "c":
-			r.CAll = append(r.CAll, m.Value)
+			kr.Measurements = append(kr.Measurements, m)
+		} else if l, ok := strings.CutPrefix(sc.Text(), sweepPrefix); ok {
+			var s sweep
+			if err := json.Unmarshal([]byte(l), &s); err != nil {
+				fmt.Fprintf(os.Stderr, "perfcompare: guest line %q left out: %v\n", l, err)
+				continue
+			}
+			kr.Sweeps = append(kr.Sweeps, s)
 		}
 	}
-	var out []row
-	for _, r := range rows {
-		r.GoMed, r.CMed = median(r.GoAll), median(r.CAll)
-		r.GoN, r.CN = len(r.GoAll), len(r.CAll)
-		if r.CMed != 0 {
-			r.Ratio = r.GoMed / r.CMed
-		}
-		r.GoMin, r.GoMax = minMax(r.GoAll)
-		r.CMin, r.CMax = minMax(r.CAll)
-		out = append(out, *r)
+	if len(kr.Measurements) == 0 {
+		return kr, errors.New("the guest reported no measurements")
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ordered < out[j].ordered })
-	return out
-}
-
-func minMax(v []float64) (float64, float64) {
-	if len(v) == 0 {
-		return 0, 0
-	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
-}
-
-var units = map[string]string{"lat": "t_typical µs", "bw": "MB/s", "rate": "Mpps"}
-
-func printTable(w io.Writer, rows []row) {
-	fmt.Fprintf(w, "| case | unit | ibperf median (min–max) | perftest median (min–max) | Go/C | runs Go/C | interop |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		f := "%.2f"
-		if r.Metric == "rate" {
-			f = "%.4f"
-		}
-		cell := func(med, lo, hi float64) string {
-			return fmt.Sprintf(f+" ("+f+"–"+f+")", med, lo, hi)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.3f | %d/%d | %s |\n", r.Case, units[r.Metric],
-			cell(r.GoMed, r.GoMin, r.GoMax), cell(r.CMed, r.CMin, r.CMax), r.Ratio, r.GoN, r.CN, r.Interop)
-	}
-	for _, r := range rows {
-		for _, f := range r.Failures {
-			fmt.Fprintf(w, "  failure: %s: %s\n", r.Case, f)
-		}
-	}
+	return kr, nil
 }
