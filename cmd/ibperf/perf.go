@@ -40,10 +40,10 @@ type perf struct {
 	// -e: the completion channel of both CQs, and the loops' waits on it.
 	channel *uverbs.CompChannel
 	events  eventWait
-	qps    []*uverbs.QP
-	ahs    []*uverbs.AH
-	comm   *comm
-	cm     *cmTest // -R: the test connections
+	qps     []*uverbs.QP
+	ahs     []*uverbs.AH
+	comm    *comm
+	cm      *cmTest // -R: the test connections
 
 	gidIdx      int
 	gid         uverbs.GID

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,8 +65,9 @@ var (
 	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 7) + `\s*$`)
 	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 3) + `\s*$`)
 	// A latency test's duration run (-D): t_avg and tps average.
-	latDurRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 2) + `\s*$`)
-	addrRE      = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
+	latDurRowRE   = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 2) + `\s*$`)
+	bidirHeaderRE = regexp.MustCompile(`(?m) Bidirectional (Post List )?BW Test$`)
+	addrRE        = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
 )
 
 // pairCase is one run: a test, who serves, who connects, the options.
@@ -214,8 +217,13 @@ type variant struct {
 // the other printed as remote.
 func runVariants(t *testing.T, variants []variant) {
 	goSide, cSide := side{goSide: true}, side{}
+	runVariantPairs(t, variants, [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}})
+}
+
+// runVariantPairs is runVariants for the given pairs (server, client).
+func runVariantPairs(t *testing.T, variants []variant, pairs [][2]side) {
 	for _, v := range variants {
-		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}} {
+		for _, pair := range pairs {
 			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
 			t.Run(tc.name(), func(t *testing.T) {
 				started := time.Now()
@@ -256,6 +264,29 @@ func runVariants(t *testing.T, variants []variant) {
 				} else if got := mustAtoi(m[2]); !timed && got != wantIters {
 					t.Errorf("client's row says %d iterations, want %d: %q", got, wantIters, m[0])
 				}
+				// Both sides of a bidirectional test print the sum of both
+				// directions, and the test's name.
+				if slices.Contains(v.args, "-b") {
+					sm := re.FindStringSubmatch(srv.stdout)
+					if sm == nil {
+						t.Fatalf("bidirectional server printed no result row:\n%s", srv.stdout)
+					}
+					if got := mustAtoi(sm[2]); (timed && got == 0) || (!timed && got != wantIters) {
+						t.Errorf("server's row says %d iterations, want %d: %q", got, wantIters, sm[0])
+					}
+					for _, out := range []string{srv.stdout, cli.stdout} {
+						if !bidirHeaderRE.MatchString(out) {
+							t.Errorf("no bidirectional test header:\n%s", out)
+						}
+					}
+				}
+				if slices.Contains(v.args, "-e") {
+					for _, out := range []string{srv.stdout, cli.stdout} {
+						if !strings.Contains(out, " Test with events. Using "+vmenv.RXE0+"_comp0\n") {
+							t.Errorf("no events line in the header:\n%s", out)
+						}
+					}
+				}
 				sa, ca := addrs(srv.stdout), addrs(cli.stdout)
 				if len(sa["local"]) == 0 || fmt.Sprint(sa["local"]) != fmt.Sprint(ca["remote"]) || fmt.Sprint(ca["local"]) != fmt.Sprint(sa["remote"]) {
 					t.Errorf("addresses do not match: server %v, client %v", sa, ca)
@@ -264,6 +295,185 @@ func runVariants(t *testing.T, variants []variant) {
 			})
 		}
 	}
+}
+
+// TestFlagsVM runs -b (bidirectional), -e (events) and --run_infinitely
+// against perftest in both roles and against itself.
+func TestFlagsVM(t *testing.T) {
+	requireVM(t)
+	runVariants(t, []variant{
+		{"write_bw", []string{"-b", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-b", "-n", "400", "-s", "4096"}},
+		{"read_bw", []string{"-b", "-n", "200", "-s", "4096"}},
+		{"atomic_bw", []string{"-b", "-n", "200"}},
+		{"write_bw", []string{"-b", "-D", "2", "-s", "4096"}},
+		{"send_bw", []string{"-e", "-n", "400", "-s", "4096"}},
+		{"read_bw", []string{"-e", "-n", "200", "-s", "4096"}},
+		{"read_lat", []string{"-e", "-n", "200"}},
+		{"atomic_lat", []string{"-e", "-n", "200"}},
+		{"send_bw", []string{"-b", "-e", "-n", "400", "-s", "4096"}},
+	})
+	// perftest 4.5's own send_lat -e pair (ib_send_lat against ib_send_lat)
+	// does not finish on rxe: with both CQs on one channel it takes one
+	// completion per event whichever CQ raised it, and a side whose
+	// message and send completion raise one event between them waits for
+	// an event that never comes. ibperf's runs against itself.
+	goSide, cSide := side{goSide: true}, side{}
+	runVariantPairs(t, []variant{{"send_lat", []string{"-e", "-n", "200"}}}, [][2]side{{goSide, goSide}})
+	// --run_infinitely: both sides that report print a row every -D
+	// seconds until they are stopped.
+	for _, v := range []variant{
+		{"send_bw", []string{"--run_infinitely", "-D", "1", "-s", "4096"}},
+		{"write_bw", []string{"-b", "--run_infinitely", "-D", "1", "-s", "4096"}},
+	} {
+		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}} {
+			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
+			t.Run(tc.name(), func(t *testing.T) { tc.runInfinite(t, 3) })
+		}
+	}
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+// syncBuffer is an output read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// running is a side started by startStreaming: its output so far, and its
+// exit status once it ends.
+type running struct {
+	stdout, stderr syncBuffer
+	exit           chan int
+}
+
+// startStreaming is start for a run that is stopped from outside: the
+// output can be read while it runs. perftest is killed when ctx ends.
+func (s side) startStreaming(ctx context.Context, t *testing.T, name string, args []string, ready func(net.Addr)) *running {
+	t.Helper()
+	r := &running{exit: make(chan int, 1)}
+	if s.goSide {
+		go func() {
+			r.exit <- runContext(ctx, append([]string{"ibperf", name}, args...), &r.stdout, &r.stderr, ready)
+		}()
+		return r
+	}
+	cmd := exec.CommandContext(ctx, "ib_"+name, args...)
+	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ib_%s: %v", name, err)
+	}
+	go func() {
+		exit, _ := vmproc.ExitCode(cmd.Wait())
+		r.exit <- exit
+	}()
+	return r
+}
+
+// runInfinite runs a --run_infinitely pair until both sides have printed
+// rows result rows (each with the size and some iterations), then stops
+// both. A pair whose perftest side gave up on calibrating its clock, which
+// it does for every row, runs again (twice at most).
+func (tc pairCase) runInfinite(t *testing.T, rows int) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		calibration := tc.runInfiniteOnce(t, rows, attempt == 3)
+		if !calibration {
+			return
+		}
+		t.Logf("attempt %d: perftest could not calibrate its clock on the loaded host; running the pair again", attempt)
+	}
+}
+
+func (tc pairCase) runInfiniteOnce(t *testing.T, rows int, last bool) (calibration bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	port := vmproc.FreePort(t)
+	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
+	up := make(chan struct{})
+	var ready func(net.Addr)
+	if tc.server.goSide {
+		ready = func(net.Addr) { close(up) }
+	} else {
+		go func() {
+			for ctx.Err() == nil && !vmproc.Listening(port) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			close(up)
+		}()
+	}
+	srv := tc.server.startStreaming(ctx, t, tc.test, common, ready)
+	<-up
+	cli := tc.client.startStreaming(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
+	sides := []struct {
+		role string
+		r    *running
+		c    bool
+	}{{"server", srv, !tc.server.goSide}, {"client", cli, !tc.client.goSide}}
+	enough := func() bool {
+		for _, sd := range sides {
+			if len(bwRowRE.FindAllString(sd.r.stdout.String(), -1)) < rows {
+				return false
+			}
+		}
+		return true
+	}
+	started := time.Now()
+	deadline := time.After(45 * time.Second)
+wait:
+	for !enough() {
+		select {
+		case <-deadline:
+			break wait
+		case <-time.After(100 * time.Millisecond):
+		}
+		for _, sd := range sides {
+			if sd.c && strings.Contains(sd.r.stderr.String(), perftestCalibration) && !last {
+				calibration = true
+				break wait
+			}
+		}
+	}
+	elapsed := time.Since(started)
+	cancel()
+	for _, sd := range sides {
+		<-sd.r.exit
+	}
+	if calibration {
+		return true
+	}
+	for _, sd := range sides {
+		out := sd.r.stdout.String()
+		got := bwRowRE.FindAllStringSubmatch(out, -1)
+		if len(got) < rows {
+			t.Errorf("%s printed %d rows in %v, want %d\nstdout:\n%s\nstderr:\n%s", sd.role, len(got), elapsed.Round(time.Millisecond), rows, out, sd.r.stderr.String())
+			continue
+		}
+		for _, m := range got[:rows] {
+			if mustAtoi(m[1]) != 4096 || mustAtoi(m[2]) == 0 {
+				t.Errorf("%s: row %q: want size 4096 and some iterations", sd.role, m[0])
+			}
+		}
+		t.Logf("%s: %d rows in %v, the first %q", sd.role, len(got), elapsed.Round(time.Millisecond), strings.TrimSpace(got[0][0]))
+	}
+	return false
 }
 
 // TestInteropRDMACMVM runs perftest's rdma_cm mode (-R): the exchange over
