@@ -314,10 +314,10 @@ func TestFlagsVM(t *testing.T) {
 		{"send_bw", []string{"-b", "-e", "-n", "400", "-s", "4096"}},
 	})
 	// perftest 4.5's own send_lat -e pair (ib_send_lat against ib_send_lat)
-	// does not finish on rxe: with both CQs on one channel it takes one
-	// completion per event whichever CQ raised it, and a side whose
-	// message and send completion raise one event between them waits for
-	// an event that never comes. ibperf's runs against itself.
+	// does not finish on rxe: both sides were still waiting after 120 s
+	// (its loop polls each CQ once per event, whichever CQ raised it, and
+	// goes on whether or not that poll found a completion). ibperf's pair
+	// runs against itself.
 	goSide, cSide := side{goSide: true}, side{}
 	runVariantPairs(t, []variant{{"send_lat", []string{"-e", "-n", "200"}}}, [][2]side{{goSide, goSide}})
 	// --run_infinitely: both sides that report print a row every -D
