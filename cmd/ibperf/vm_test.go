@@ -390,8 +390,8 @@ func (s side) startStreaming(ctx context.Context, t *testing.T, name string, arg
 }
 
 // runInfinite runs a --run_infinitely pair until both sides have printed
-// rows result rows (each with the size and some iterations), then stops
-// both.
+// rows result rows (with the size, and some iterations among them), then
+// stops both.
 func (tc pairCase) runInfinite(t *testing.T, rows int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
@@ -441,10 +441,18 @@ func (tc pairCase) runInfinite(t *testing.T, rows int) {
 			t.Errorf("%s printed %d rows in %v, want %d\nstdout:\n%s\nstderr:\n%s", sd.role, len(got), elapsed.Round(time.Millisecond), rows, out, sd.r.stderr.String())
 			continue
 		}
+		// A row may count nothing (a second in which the loaded VM
+		// completed none of this side's messages: seen once, at
+		// perftest's write_bw -b server on 6.12), not all of them.
+		iters := 0
 		for _, m := range got[:rows] {
-			if mustAtoi(m[1]) != 4096 || mustAtoi(m[2]) == 0 {
-				t.Errorf("%s: row %q: want size 4096 and some iterations", sd.role, m[0])
+			if mustAtoi(m[1]) != 4096 {
+				t.Errorf("%s: row %q: want size 4096", sd.role, m[0])
 			}
+			iters += mustAtoi(m[2])
+		}
+		if iters == 0 {
+			t.Errorf("%s: the first %d rows count no iterations", sd.role, rows)
 		}
 		t.Logf("%s: %d rows in %v, the first %q", sd.role, len(got), elapsed.Round(time.Millisecond), strings.TrimSpace(got[0][0]))
 	}
