@@ -813,16 +813,8 @@ func (p *perf) bwClient(ctx context.Context, size int, bi bool, inf *infiniteRep
 	var rsges []uverbs.SGE
 	var next []int
 	if bi {
-		rwrs = make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
-		rsges = make([]uverbs.SGE, len(rwrs))
-		next = make([]int, nqp)
-		for i := range p.qps {
-			var err error
-			if next[i], err = p.postRecvs(i, c.rxDepth, 0, size, rwrs, rsges); err != nil {
-				return bwReport{}, p.fail(err, " Failed to post receive recv_wqes")
-			}
-		}
-		if err := p.sync(); err != nil {
+		var err error
+		if rwrs, rsges, next, err = p.firstRecvs(size); err != nil {
 			return bwReport{}, err
 		}
 	}
@@ -950,19 +942,8 @@ func (p *perf) bwClient(ctx context.Context, size int, bi bool, inf *infiniteRep
 					dur = p.startDuration()
 				}
 			}
-			for k := 0; k < ne; k++ {
-				wc := &rwcs[k]
-				if wc.Status != uverbs.WCSuccess {
-					return bwReport{}, p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
-						int(wc.Status), wc.ID, wc.VendorErr, totR)
-				}
-				totR++
-				if dur.sampling() {
-					sampled++
-				}
-				if qi := int(wc.ID); timed || next[qi] < c.iters {
-					repost[qi]++
-				}
+			if err := p.countRecvs(rwcs[:ne], &totR, &sampled, dur, repost, next); err != nil {
+				return bwReport{}, err
 			}
 			if err := p.repostRecvs(repost, next, size, rwrs, rsges, totR); err != nil {
 				return bwReport{}, err
@@ -1018,6 +999,47 @@ func (p *perf) bwClient(ctx context.Context, size int, bi bool, inf *infiniteRep
 	return p.bwResult(size, tot, peak, pl, cqMod), nil
 }
 
+// firstRecvs posts rx_depth receives on every QP and shakes hands, so that
+// the peer sends only once they are posted. It returns the work requests
+// and SGEs to repost with, and each QP's next receive index.
+func (p *perf) firstRecvs(size int) (wrs []uverbs.RecvWR, sges []uverbs.SGE, next []int, err error) {
+	c := p.cfg
+	wrs = make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
+	sges = make([]uverbs.SGE, len(wrs))
+	next = make([]int, len(p.qps))
+	for i := range p.qps {
+		if next[i], err = p.postRecvs(i, c.rxDepth, 0, size, wrs, sges); err != nil {
+			return nil, nil, nil, p.fail(err, " Failed to post receive recv_wqes")
+		}
+	}
+	if err := p.sync(); err != nil {
+		return nil, nil, nil, err
+	}
+	return wrs, sges, next, nil
+}
+
+// countRecvs checks receive completions and counts them in rcnt (and in
+// sampled during dur's sample), and marks their QPs' receives as due again
+// in repost (an iteration run: while fewer than iters were posted).
+func (p *perf) countRecvs(wcs []uverbs.WC, rcnt, sampled *int, dur *durationClock, repost, next []int) error {
+	timed := p.cfg.duration > 0
+	for k := range wcs {
+		wc := &wcs[k]
+		if wc.Status != uverbs.WCSuccess {
+			return p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
+				int(wc.Status), wc.ID, wc.VendorErr, *rcnt)
+		}
+		*rcnt++
+		if dur.sampling() {
+			*sampled++
+		}
+		if qi := int(wc.ID); timed || next[qi] < p.cfg.iters {
+			repost[qi]++
+		}
+	}
+	return nil
+}
+
 // repostRecvs posts again the receives that completed (repost[qi] per
 // QP), one list per QP, and clears repost; an iteration run posts no more
 // than iters per QP in all. Receives cost no system call, so perftest's
@@ -1047,16 +1069,8 @@ func (p *perf) repostRecvs(repost, next []int, size int, wrs []uverbs.RecvWR, sg
 func (p *perf) bwServer(ctx context.Context, size int, inf *infiniteReport) (bwReport, error) {
 	c := p.cfg
 	nqp := len(p.qps)
-	wrs := make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
-	sges := make([]uverbs.SGE, len(wrs))
-	next := make([]int, nqp)
-	for i := range p.qps {
-		var err error
-		if next[i], err = p.postRecvs(i, c.rxDepth, 0, size, wrs, sges); err != nil {
-			return bwReport{}, p.fail(err, " Failed to post receive recv_wqes")
-		}
-	}
-	if err := p.sync(); err != nil {
+	wrs, sges, next, err := p.firstRecvs(size)
+	if err != nil {
 		return bwReport{}, err
 	}
 	defer p.lockThread()()
@@ -1094,19 +1108,8 @@ func (p *perf) bwServer(ctx context.Context, size int, inf *infiniteReport) (bwR
 				p.tposted[0] = cycles()
 			}
 		}
-		for k := 0; k < ne; k++ {
-			wc := &wcs[k]
-			if wc.Status != uverbs.WCSuccess {
-				return bwReport{}, p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
-					int(wc.Status), wc.ID, wc.VendorErr, rcnt)
-			}
-			rcnt++
-			if dur.sampling() {
-				sampled++
-			}
-			if qi := int(wc.ID); timed || next[qi] < c.iters {
-				repost[qi]++
-			}
+		if err := p.countRecvs(wcs[:ne], &rcnt, &sampled, dur, repost, next); err != nil {
+			return bwReport{}, err
 		}
 		inf.add(ne)
 		if err := p.repostRecvs(repost, next, size, wrs, sges, rcnt); err != nil {

@@ -118,39 +118,53 @@ func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	return srv, cli
 }
 
-// runOnce runs the server and then the client once.
-func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
+// pairRun is what both kinds of runs set up: a deadline, a free port, the
+// options both sides get, the address the client connects to, and up,
+// closed once the server listens (a Go server's ready does it).
+type pairRun struct {
+	ctx        context.Context
+	cancel     context.CancelFunc
+	common     []string
+	serverAddr string
+	up         chan struct{}
+	ready      func(net.Addr)
+}
+
+func (tc pairCase) prepare(t *testing.T) *pairRun {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
 	port := vmproc.FreePort(t)
-	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
-	up := make(chan struct{})
-	var ready func(net.Addr)
-	if tc.server.goSide {
-		ready = func(net.Addr) { close(up) }
-	}
-	srvDone := tc.server.start(ctx, t, tc.test, common, ready)
+	r := &pairRun{ctx: ctx, cancel: cancel, serverAddr: "127.0.0.1", up: make(chan struct{}),
+		common: append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)}
 	// With -R the peers meet through rdma_cm, at the address of the
 	// server's device (rxe0's); the server listens on an rdma_cm ID.
 	rdmaCM := slices.Contains(tc.args, "-R")
-	serverAddr := "127.0.0.1"
 	if rdmaCM {
-		serverAddr = vmenv.AddrA
+		r.serverAddr = vmenv.AddrA
 	}
-	if !tc.server.goSide {
-		go func() {
-			for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			close(up)
-		}()
+	if tc.server.goSide {
+		r.ready = func(net.Addr) { close(r.up) }
+		return r
 	}
+	go func() {
+		for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		close(r.up)
+	}()
+	return r
+}
+
+// runOnce runs the server and then the client once.
+func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
+	r := tc.prepare(t)
+	defer r.cancel()
+	srvDone := tc.server.start(r.ctx, t, tc.test, r.common, r.ready)
 	select {
-	case <-up:
+	case <-r.up:
 	case srv = <-srvDone:
 		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
 	}
-	cli = <-tc.client.start(ctx, t, tc.test, append(common, serverAddr), nil)
+	cli = <-tc.client.start(r.ctx, t, tc.test, append(r.common, r.serverAddr), nil)
 	srv = <-srvDone
 	return srv, cli
 }
@@ -394,25 +408,11 @@ func (s side) startStreaming(ctx context.Context, t *testing.T, name string, arg
 // stops both.
 func (tc pairCase) runInfinite(t *testing.T, rows int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	port := vmproc.FreePort(t)
-	common := append([]string{"-d", vmenv.RXE0, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
-	up := make(chan struct{})
-	var ready func(net.Addr)
-	if tc.server.goSide {
-		ready = func(net.Addr) { close(up) }
-	} else {
-		go func() {
-			for ctx.Err() == nil && !vmproc.Listening(port) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			close(up)
-		}()
-	}
-	srv := tc.server.startStreaming(ctx, t, tc.test, common, ready)
-	<-up
-	cli := tc.client.startStreaming(ctx, t, tc.test, append(common, "127.0.0.1"), nil)
+	r := tc.prepare(t)
+	defer r.cancel()
+	srv := tc.server.startStreaming(r.ctx, t, tc.test, r.common, r.ready)
+	<-r.up
+	cli := tc.client.startStreaming(r.ctx, t, tc.test, append(r.common, r.serverAddr), nil)
 	sides := []struct {
 		role string
 		r    *running
@@ -430,7 +430,7 @@ func (tc pairCase) runInfinite(t *testing.T, rows int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	elapsed := time.Since(started)
-	cancel()
+	r.cancel()
 	for _, sd := range sides {
 		<-sd.r.exit
 	}
