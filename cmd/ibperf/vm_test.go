@@ -321,6 +321,7 @@ func TestFlagsVM(t *testing.T) {
 		{"read_bw", []string{"-b", "-n", "200", "-s", "4096"}},
 		{"atomic_bw", []string{"-b", "-n", "200"}},
 		{"write_bw", []string{"-b", "-D", "2", "-s", "4096"}},
+		{"send_bw", []string{"-b", "-D", "2", "-s", "4096"}},
 		{"send_bw", []string{"-e", "-n", "400", "-s", "4096"}},
 		{"read_bw", []string{"-e", "-n", "200", "-s", "4096"}},
 		{"read_lat", []string{"-e", "-n", "200"}},
