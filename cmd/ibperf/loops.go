@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -656,8 +658,7 @@ func (p *perf) runInfinite(ctx context.Context) error {
 		}
 		_, err = p.bwClient(ctx, c.size, false, inf)
 	case !p.isClient() && !c.duplex:
-		<-ctx.Done()
-		return failure{errAborted}
+		return p.awaitEnd(ctx)
 	default:
 		_, err = p.bwClient(ctx, c.size, false, inf)
 	}
@@ -665,6 +666,24 @@ func (p *perf) runInfinite(ctx context.Context) error {
 		err = failure{errAborted}
 	}
 	return err
+}
+
+// awaitEnd is the one-way --run_infinitely server's wait in its next
+// handshake, which ends only when the client goes (or this run is
+// stopped): the exchange's time limit only starts the wait again.
+func (p *perf) awaitEnd(ctx context.Context) error {
+	for {
+		_, err := p.comm.handshake(p.local[0])
+		switch {
+		case ctx.Err() != nil:
+			return failure{errAborted}
+		case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+			continue
+		case err == nil:
+			err = fmt.Errorf("%w: a handshake from a client that should be sending", ErrBadMessage)
+		}
+		return p.fail(err, " Failed to exchange data between server and clients")
+	}
 }
 
 // infiniteReport is run_infinitely's report: the loop counts what

@@ -349,6 +349,30 @@ func TestFlagsVM(t *testing.T) {
 			t.Run(tc.name(), func(t *testing.T) { tc.runInfinite(t, 3) })
 		}
 	}
+	// The server of a one-way write_bw prints no rows and ends, as
+	// perftest's does, when its client goes.
+	tc := pairCase{test: "write_bw", server: goSide, client: cSide, args: []string{"--run_infinitely", "-D", "1", "-s", "4096", "-F"}}
+	t.Run(tc.name(), func(t *testing.T) {
+		r := tc.prepare(t)
+		defer r.cancel()
+		srv := tc.server.startStreaming(r.ctx, t, tc.test, r.common, r.ready)
+		<-r.up
+		cctx, stopClient := context.WithCancel(r.ctx)
+		cli := tc.client.startStreaming(cctx, t, tc.test, append(r.common, r.serverAddr), nil)
+		for started := time.Now(); len(bwRowRE.FindAllString(cli.stdout.String(), -1)) < 2 && time.Since(started) < 45*time.Second; {
+			time.Sleep(100 * time.Millisecond)
+		}
+		stopClient()
+		<-cli.exit
+		select {
+		case exit := <-srv.exit:
+			if exit != 1 || bwRowRE.MatchString(srv.stdout.String()) || !strings.Contains(srv.stderr.String(), "Failed to exchange data") {
+				t.Errorf("server: exit %d, want 1 with no rows and the exchange's failure\nstdout:\n%s\nstderr:\n%s", exit, srv.stdout.String(), srv.stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("server still running 30 s after its client ended\nclient stdout:\n%s", cli.stdout.String())
+		}
+	})
 	if n := deviceFDs(); n != 0 {
 		t.Errorf("%d uverbs file descriptors open after the runs", n)
 	}
