@@ -229,6 +229,25 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"ibperf", "send_lat", "-D", "2"}, func(c *config) {
 			c.duration, c.margin, c.noPeak = 2, 0, true
 		}},
+		// -b, -e, --run_infinitely.
+		{[]string{"ibperf", "write_bw", "-b"}, func(c *config) { c.duplex, c.cqMod = true, 1 }},
+		{[]string{"ibperf", "send_bw", "--bidirectional", "-D", "2"}, func(c *config) {
+			c.duplex, c.duration, c.margin, c.noPeak, c.cqMod = true, 2, 0, true, 1
+		}},
+		// perftest keeps CQ moderation for large messages with events.
+		{[]string{"ibperf", "send_bw", "-e"}, func(c *config) { c.events, c.cqMod = true, defCQMod }},
+		{[]string{"ibperf", "read_lat", "--events"}, func(c *config) { c.events = true }},
+		{[]string{"ibperf", "send_lat", "-e", "-n", "100"}, func(c *config) { c.events, c.iters, c.rxDepth = true, 100, 100 }},
+		// A report every -D seconds, perftest's 5 without it; -a gives way.
+		{[]string{"ibperf", "write_bw", "--run_infinitely", "-a"}, func(c *config) {
+			c.infinite, c.duration, c.margin, c.noPeak, c.cqMod = true, defDuration, defDuration/4, true, 1
+		}},
+		{[]string{"ibperf", "send_bw", "--run_infinitely", "-D", "1", "-s", "64"}, func(c *config) {
+			c.infinite, c.duration, c.margin, c.noPeak, c.size, c.reqSize, c.cqMod = true, 1, 0, true, 64, true, defCQMod
+		}},
+		{[]string{"ibperf", "write_bw", "-b", "--run_infinitely", "-D", "1"}, func(c *config) {
+			c.duplex, c.infinite, c.duration, c.margin, c.noPeak, c.cqMod = true, true, 1, 0, true, 1
+		}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			got, _, err := parseArgs(tc.args)
@@ -310,6 +329,36 @@ func TestParseArgsBad(t *testing.T) {
 	_, _, err := parseArgs([]string{"ibperf", "write_lat", "--ib"})
 	if !errors.Is(err, cli.ErrBadOption) || !strings.Contains(err.Error(), "ambiguous") {
 		t.Errorf("--ib: %v, want glibc's ambiguity error", err)
+	}
+}
+
+// TestParseArgsFlagsRefused: the combinations of -b, -e and
+// --run_infinitely that perftest refuses, with its words.
+func TestParseArgsFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		option string
+		msg    string
+	}{
+		{[]string{"ibperf", "write_lat", "-b"}, "-b", "Bidirectional is only available in BW test"},
+		{[]string{"ibperf", "send_lat", "--bidirectional"}, "--bidirectional", "Bidirectional is only available in BW test"},
+		{[]string{"ibperf", "write_bw", "-e"}, "-e", "Events feature not available on WRITE verb"},
+		{[]string{"ibperf", "write_lat", "-e"}, "-e", "Events feature not available on WRITE verb"},
+		{[]string{"ibperf", "send_bw", "-e", "-D", "2"}, "-e", "Duration mode doesn't work with events"},
+		{[]string{"ibperf", "send_lat", "-e", "--run_infinitely"}, "--run_infinitely", "run_infinitely does not support events feature yet"},
+		{[]string{"ibperf", "read_lat", "--run_infinitely"}, "--run_infinitely", "run_infinitely exists only in BW tests for now"},
+		{[]string{"ibperf", "send_bw", "-b", "--run_infinitely"}, "--run_infinitely", "run_infinitely mode is not supported in SEND Bidirectional BW test"},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			_, _, err := parseArgs(tc.args)
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("parseArgs = %v, want a *UsageError", err)
+			}
+			if diff := cmp.Diff([]string{tc.option, tc.msg}, []string{ue.Option, ue.Msg}); diff != "" {
+				t.Errorf("error %q (-want +got):\n%s", err, diff)
+			}
+		})
 	}
 }
 

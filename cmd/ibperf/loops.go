@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/uverbs"
@@ -512,7 +515,8 @@ func (p *perf) latSendTimed(ctx context.Context, size int) (int, error) {
 // the run), or gives up, reporting false, once the duration clock dur ends
 // (never while dur is nil: an iteration run, or a clock not started yet).
 func (p *perf) pollUntilEnd(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, what string, dur *durationClock) (bool, error) {
-	for spins := 1; ; spins++ {
+	spins := 0
+	for {
 		n, err := cq.Poll(wc[:1])
 		if err != nil {
 			return false, p.fail(err, "poll CQ failed")
@@ -527,11 +531,8 @@ func (p *perf) pollUntilEnd(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, 
 		if dur.ended() {
 			return false, nil
 		}
-		if spins%spinCheck == 0 {
-			p.relax()
-		}
-		if spins%checkEvery == 0 && ctx.Err() != nil {
-			return false, p.fail(errAborted, "poll CQ aborted")
+		if err := p.idle(ctx, &spins, cq, nil); err != nil {
+			return false, err
 		}
 	}
 }
@@ -540,7 +541,10 @@ func (p *perf) pollUntilEnd(ctx context.Context, cq *uverbs.CQ, wc []uverbs.WC, 
 func (p *perf) runBW(ctx context.Context) error {
 	c := p.cfg
 	p.printBWHeader()
-	if c.test.verb != verbSend && !p.isClient() {
+	if c.infinite {
+		return p.runInfinite(ctx)
+	}
+	if c.test.verb != verbSend && !p.isClient() && !c.duplex {
 		// write_bw, read_bw, atomic_bw: the server waits for the client's
 		// end and prints its report.
 		if err := p.sync(); err != nil {
@@ -561,21 +565,42 @@ func (p *perf) runBW(ctx context.Context) error {
 	sizes := p.sizes()
 	for k, size := range sizes {
 		var err error
-		if c.test.verb == verbSend && !p.isClient() {
-			last, err = p.bwServer(ctx, size)
-		} else {
-			if c.test.verb == verbSend {
-				// The client waits for the server's receives.
+		switch {
+		case c.test.verb == verbSend && c.duplex:
+			// run_iter_bi: both sides post receives, shake hands and send.
+			last, err = p.bwClient(ctx, size, true, nil)
+		case c.test.verb == verbSend && !p.isClient():
+			last, err = p.bwServer(ctx, size, nil)
+		default:
+			// The send_bw client waits for the server's receives; both
+			// sides of a bidirectional test start together.
+			if c.test.verb == verbSend || c.duplex {
 				if err := p.sync(); err != nil {
 					return err
 				}
 			}
-			last, err = p.bwClient(ctx, size)
+			last, err = p.bwClient(ctx, size, false, nil)
 		}
 		if err != nil {
 			return err
 		}
-		p.printBWReport(last)
+		if c.duplex && c.test.verb != verbSend && c.all {
+			// Peers from 4.6 on sync again after each size.
+			if err := p.sync(); err != nil {
+				return err
+			}
+		}
+		switch {
+		case c.duplex && !(c.test.verb == verbSend && c.duration > 0):
+			// Each side prints the sum of both directions.
+			theirs, err := p.comm.reports(last)
+			if err != nil {
+				return p.fail(err, " Failed to exchange data between server and clients")
+			}
+			p.printBWReport(last.plus(theirs))
+		default:
+			p.printBWReport(last)
+		}
 		if c.test.verb == verbSend && c.all && k < len(sizes)-1 {
 			if err := p.sync(); err != nil {
 				return err
@@ -585,7 +610,7 @@ func (p *perf) runBW(ctx context.Context) error {
 	if c.all {
 		fmt.Fprint(p.stdout, resultLine)
 	}
-	if c.test.verb != verbSend {
+	if c.test.verb != verbSend && !c.duplex {
 		if err := p.sync(); err != nil {
 			return err
 		}
@@ -598,6 +623,183 @@ func (p *perf) runBW(ctx context.Context) error {
 	}
 	if !c.all {
 		fmt.Fprint(p.stdout, resultLine)
+	}
+	return nil
+}
+
+// plus is print_full_bw_report's sum of a bidirectional test's two
+// reports: the rates add up, the size and iterations are this side's.
+func (r bwReport) plus(o bwReport) bwReport {
+	r.Peak += o.Peak
+	r.Avg += o.Avg
+	r.MsgRate += o.MsgRate
+	return r
+}
+
+// runInfinite is --run_infinitely: the sending sides (the client; with -b
+// both) send until the run is stopped and print their bandwidth every -D
+// seconds, as does the send_bw server for what it receives. The server of
+// a one-way write_bw, read_bw or atomic_bw waits, as perftest's does, for
+// an end that never comes.
+func (p *perf) runInfinite(ctx context.Context) error {
+	c := p.cfg
+	factor := 1
+	if c.duplex {
+		factor = 2 // both directions (never send_bw: refused)
+	}
+	inf := &infiniteReport{p: p, size: c.size, factor: factor}
+	var err error
+	switch {
+	case c.test.verb == verbSend && !p.isClient():
+		_, err = p.bwServer(ctx, c.size, inf)
+	case c.test.verb == verbSend:
+		if err := p.sync(); err != nil {
+			return err
+		}
+		_, err = p.bwClient(ctx, c.size, false, inf)
+	case !p.isClient() && !c.duplex:
+		return p.awaitEnd(ctx)
+	default:
+		_, err = p.bwClient(ctx, c.size, false, inf)
+	}
+	if err == nil {
+		err = failure{errAborted}
+	}
+	return err
+}
+
+// awaitEnd is the one-way --run_infinitely server's wait in its next
+// handshake, which ends only when the client goes (or this run is
+// stopped): the exchange's time limit only starts the wait again.
+func (p *perf) awaitEnd(ctx context.Context) error {
+	for {
+		_, err := p.comm.handshake(p.local[0])
+		switch {
+		case ctx.Err() != nil:
+			return failure{errAborted}
+		case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+			continue
+		case err == nil:
+			err = fmt.Errorf("%w: a handshake from a client that should be sending", ErrBadMessage)
+		}
+		return p.fail(err, " Failed to exchange data between server and clients")
+	}
+}
+
+// infiniteReport is run_infinitely's report: the loop counts what
+// completes, and a goroutine prints the rate since its last line every
+// duration seconds (perftest's print thread).
+type infiniteReport struct {
+	p            *perf
+	size, factor int
+	iters        atomic.Uint64
+	stop         atomic.Bool
+	done         chan struct{}
+}
+
+// add counts n messages; nil (no infinite run) counts nothing.
+func (r *infiniteReport) add(n int) {
+	if r != nil {
+		r.iters.Add(uint64(n))
+	}
+}
+
+// stopped reports whether the loop should end: the run was cancelled.
+func (r *infiniteReport) stopped() bool { return r != nil && r.stop.Load() }
+
+// start starts the reports; the returned function ends them.
+func (r *infiniteReport) start(ctx context.Context) func() {
+	if r == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(time.Duration(r.p.cfg.duration) * time.Second)
+		defer t.Stop()
+		from, last := cycles(), uint64(0)
+		for {
+			select {
+			case <-ctx.Done():
+				r.stop.Store(true)
+				return
+			case <-t.C:
+				now, n := cycles(), r.iters.Load()
+				r.p.printBWReport(r.p.infiniteResult(r.size, n-last, now-from, r.factor))
+				from, last = now, n
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-r.done
+	}
+}
+
+// infiniteResult is print_report_bw for one line of run_infinitely: n
+// messages in the cycles since the last line, factor times the size for
+// a bidirectional run; no peak.
+func (p *perf) infiniteResult(size int, n, elapsed uint64, factor int) bwReport {
+	unit := 1048576.0
+	if p.cfg.gbits {
+		unit = 125000000
+	}
+	cyclesPerSec := p.mhz * 1e6
+	t := float64(max(elapsed, 1))
+	return bwReport{Size: uint64(size), Iters: n,
+		Avg:     float64(factor*size) * float64(n) * cyclesPerSec / (t * unit),
+		MsgRate: float64(n) * cyclesPerSec * float64(factor) / (t * 1e6)}
+}
+
+// eventWait is -e: where a loop has polled its CQs empty, the first call
+// of idle arms them (the loop polls again before it waits, so that nothing
+// completed before the arm is missed) and the next waits for an event on
+// the completion channel and acknowledges it.
+type eventWait struct {
+	armed [2]*uverbs.CQ
+}
+
+// idle arms a and b (either may be nil) or, armed, waits for an event.
+func (e *eventWait) idle(ctx context.Context, ch *uverbs.CompChannel, a, b *uverbs.CQ) error {
+	if e.armed != [2]*uverbs.CQ{a, b} {
+		for _, cq := range [2]*uverbs.CQ{a, b} {
+			if cq != nil {
+				if err := cq.RequestNotify(false); err != nil {
+					return err
+				}
+			}
+		}
+		e.armed = [2]*uverbs.CQ{a, b}
+		return nil
+	}
+	cq, err := ch.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	cq.AckEvents(1)
+	e.armed = [2]*uverbs.CQ{}
+	return nil
+}
+
+// idle is what a loop does when its polls found nothing: with -e it arms
+// or waits (see eventWait); busy polling relaxes now and then and looks at
+// ctx.
+func (p *perf) idle(ctx context.Context, spins *int, a, b *uverbs.CQ) error {
+	if p.channel != nil && (a != nil || b != nil) {
+		if err := p.events.idle(ctx, p.channel, a, b); err != nil {
+			if ctx.Err() != nil {
+				err = errAborted
+			}
+			return p.fail(err, "Failed to get cq_event")
+		}
+		return nil
+	}
+	if *spins++; *spins%spinCheck == 0 {
+		p.relax()
+	}
+	if *spins%checkEvery == 0 && ctx.Err() != nil {
+		return p.fail(errAborted, "poll CQ aborted")
 	}
 	return nil
 }
@@ -619,13 +821,25 @@ func bwID(qp, covers int) uint64 { return uint64(qp) | uint64(covers)<<32 }
 
 // bwClient is run_iter_bw: keep up to tx_depth messages in flight on
 // every QP, posted postList at a time with one completion per cqMod, and
-// count completions until iters per QP.
-func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
-	defer p.lockThread()()
+// count completions until iters per QP. With bi it is run_iter_bi (send_bw
+// -b): receives are posted first and reposted as they complete, the server
+// sends once the first message arrived, and the run ends when as many
+// messages came as went. With inf it runs until stopped (run_infinitely).
+func (p *perf) bwClient(ctx context.Context, size int, bi bool, inf *infiniteReport) (bwReport, error) {
 	c := p.cfg
+	nqp := len(p.qps)
+	var rwrs []uverbs.RecvWR
+	var rsges []uverbs.SGE
+	var next []int
+	if bi {
+		var err error
+		if rwrs, rsges, next, err = p.firstRecvs(size); err != nil {
+			return bwReport{}, err
+		}
+	}
+	defer p.lockThread()()
 	pl, cqMod := p.postList, p.cqMod
 	perftestMode := !c.goBatching()
-	nqp := len(p.qps)
 	tot := c.iters * nqp
 	peak := !c.noPeak && c.iters <= 20000
 	if peak {
@@ -657,22 +871,31 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 		}
 		q.locBase, q.remBase = q.sges[0].Addr, q.wrs[0].RemoteAddr
 	}
-	var wcs [pollBatch]uverbs.WC
-	totS, totC := 0, 0
+	var wcs, rwcs [pollBatch]uverbs.WC
+	repost := make([]int, nqp)
+	totS, totC, totR := 0, 0, 0
 	// A duration run posts until its clock ends and counts the messages
-	// completed during its sample.
-	dur := p.startDuration()
-	defer dur.stop()
-	timed := dur != nil
+	// completed during its sample (with bi, those received as well). The
+	// server of a bidirectional run starts sending, and its clock, at the
+	// first message received.
+	timed := c.duration > 0
+	waitFirst := bi && !p.isClient()
+	var dur *durationClock
+	if !waitFirst && inf == nil {
+		dur = p.startDuration()
+	}
+	defer func() { dur.stop() }()
+	stopReports := inf.start(ctx)
+	defer stopReports()
 	sampled := 0
 	if !peak && !timed {
 		p.tposted[0] = cycles()
 	}
 	spins := 0
-	for (!timed && (totS < tot || totC < tot)) || (timed && !dur.ended()) {
+	for (!timed && (totS < tot || totC < tot || (bi && totR < tot))) || (timed && !dur.ended() && !inf.stopped()) {
 		for i := range qs {
 			q := &qs[i]
-			for (timed || q.scnt < c.iters) && q.scnt-q.ccnt+pl <= c.txDepth {
+			for !waitFirst && (timed || q.scnt < c.iters) && q.scnt-q.ccnt+pl <= c.txDepth {
 				n := pl
 				if !timed {
 					n = min(pl, c.iters-q.scnt)
@@ -724,22 +947,36 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				totS += n
 			}
 		}
+		got := 0
+		var recvWait, sendWait *uverbs.CQ
+		if bi && (timed || totR < tot) {
+			recvWait = p.recvCQ
+			ne, err := p.recvCQ.Poll(rwcs[:])
+			if err != nil {
+				return bwReport{}, p.fail(err, "poll CQ failed")
+			}
+			if ne > 0 && waitFirst {
+				waitFirst = false
+				if timed {
+					dur = p.startDuration()
+				}
+			}
+			if err := p.countRecvs(rwcs[:ne], &totR, &sampled, dur, repost, next); err != nil {
+				return bwReport{}, err
+			}
+			if err := p.repostRecvs(repost, next, size, rwrs, rsges, totR); err != nil {
+				return bwReport{}, err
+			}
+			got += ne
+		}
 		if (!timed && totC < tot) || (timed && totC < totS) {
+			sendWait = p.sendCQ
 			ne, err := p.sendCQ.Poll(wcs[:])
 			if err != nil {
 				return bwReport{}, p.fail(err, "poll CQ failed")
 			}
-			if ne == 0 {
-				if spins++; spins%spinCheck == 0 {
-					p.relax()
-				}
-				if spins%checkEvery == 0 && ctx.Err() != nil {
-					return bwReport{}, p.fail(errAborted, "poll CQ aborted")
-				}
-				continue
-			}
 			t := uint64(0)
-			if peak {
+			if peak && ne > 0 {
 				t = cycles()
 			}
 			for k := 0; k < ne; k++ {
@@ -753,6 +990,7 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				if dur.sampling() {
 					sampled += covers
 				}
+				inf.add(covers)
 				if peak {
 					for j := 0; j < covers && totC+j < tot; j++ {
 						p.tcompleted[totC+j] = t
@@ -760,7 +998,16 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 				}
 				totC += covers
 			}
+			got += ne
 		}
+		if got == 0 {
+			if err := p.idle(ctx, &spins, recvWait, sendWait); err != nil {
+				return bwReport{}, err
+			}
+		}
+	}
+	if inf.stopped() {
+		return bwReport{}, failure{errAborted}
 	}
 	if timed {
 		return p.bwResult(size, sampled, false, pl, cqMod), nil
@@ -771,22 +1018,78 @@ func (p *perf) bwClient(ctx context.Context, size int) (bwReport, error) {
 	return p.bwResult(size, tot, peak, pl, cqMod), nil
 }
 
-// bwServer is run_iter_bw_server (send_bw): receives posted rx_depth
-// ahead, reposted as they complete, until iters per QP. The clock starts at
-// the first message.
-func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
+// firstRecvs posts rx_depth receives on every QP and shakes hands, so that
+// the peer sends only once they are posted. It returns the work requests
+// and SGEs to repost with, and each QP's next receive index.
+func (p *perf) firstRecvs(size int) (wrs []uverbs.RecvWR, sges []uverbs.SGE, next []int, err error) {
 	c := p.cfg
-	nqp := len(p.qps)
-	wrs := make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
-	sges := make([]uverbs.SGE, len(wrs))
-	next := make([]int, nqp)
+	wrs = make([]uverbs.RecvWR, max(c.rxDepth, pollBatch))
+	sges = make([]uverbs.SGE, len(wrs))
+	next = make([]int, len(p.qps))
 	for i := range p.qps {
-		var err error
 		if next[i], err = p.postRecvs(i, c.rxDepth, 0, size, wrs, sges); err != nil {
-			return bwReport{}, p.fail(err, " Failed to post receive recv_wqes")
+			return nil, nil, nil, p.fail(err, " Failed to post receive recv_wqes")
 		}
 	}
 	if err := p.sync(); err != nil {
+		return nil, nil, nil, err
+	}
+	return wrs, sges, next, nil
+}
+
+// countRecvs checks receive completions and counts them in rcnt (and in
+// sampled during dur's sample), and marks their QPs' receives as due again
+// in repost (an iteration run: while fewer than iters were posted).
+func (p *perf) countRecvs(wcs []uverbs.WC, rcnt, sampled *int, dur *durationClock, repost, next []int) error {
+	timed := p.cfg.duration > 0
+	for k := range wcs {
+		wc := &wcs[k]
+		if wc.Status != uverbs.WCSuccess {
+			return p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
+				int(wc.Status), wc.ID, wc.VendorErr, *rcnt)
+		}
+		*rcnt++
+		if dur.sampling() {
+			*sampled++
+		}
+		if qi := int(wc.ID); timed || next[qi] < p.cfg.iters {
+			repost[qi]++
+		}
+	}
+	return nil
+}
+
+// repostRecvs posts again the receives that completed (repost[qi] per
+// QP), one list per QP, and clears repost; an iteration run posts no more
+// than iters per QP in all. Receives cost no system call, so perftest's
+// one-at-a-time reposting is kept in spirit.
+func (p *perf) repostRecvs(repost, next []int, size int, wrs []uverbs.RecvWR, sges []uverbs.SGE, rcnt int) error {
+	timed := p.cfg.duration > 0
+	for qi := range repost {
+		n := repost[qi]
+		if !timed {
+			n = min(n, p.cfg.iters-next[qi])
+		}
+		if n > 0 {
+			var err error
+			if next[qi], err = p.postRecvs(qi, n, next[qi], size, wrs, sges); err != nil {
+				return p.fail(err, "Couldn't post recv Qp=%d rcnt=%d", qi, rcnt)
+			}
+		}
+		repost[qi] = 0
+	}
+	return nil
+}
+
+// bwServer is run_iter_bw_server (send_bw): receives posted rx_depth
+// ahead, reposted as they complete, until iters per QP. The clock starts at
+// the first message. With inf it is run_iter_bw_infinitely_server: it
+// counts what arrives until stopped.
+func (p *perf) bwServer(ctx context.Context, size int, inf *infiniteReport) (bwReport, error) {
+	c := p.cfg
+	nqp := len(p.qps)
+	wrs, sges, next, err := p.firstRecvs(size)
+	if err != nil {
 		return bwReport{}, err
 	}
 	defer p.lockThread()()
@@ -801,56 +1104,39 @@ func (p *perf) bwServer(ctx context.Context, size int) (bwReport, error) {
 	timed := c.duration > 0
 	var dur *durationClock
 	defer func() { dur.stop() }()
+	stopReports := inf.start(ctx)
+	defer stopReports()
 	sampled := 0
-	for (!timed && rcnt < tot) || (timed && !dur.ended()) {
+	for (!timed && rcnt < tot) || (timed && !dur.ended() && !inf.stopped()) {
 		ne, err := p.recvCQ.Poll(wcs[:])
 		if err != nil {
 			return bwReport{}, p.fail(err, "Poll Receive CQ failed")
 		}
 		if ne == 0 {
-			if spins++; spins%spinCheck == 0 {
-				p.relax()
-			}
-			if spins%checkEvery == 0 && ctx.Err() != nil {
-				return bwReport{}, p.fail(errAborted, "waiting for messages")
+			if err := p.idle(ctx, &spins, p.recvCQ, nil); err != nil {
+				return bwReport{}, err
 			}
 			continue
 		}
 		if rcnt == 0 {
 			if timed {
-				dur = p.startDuration()
+				if inf == nil {
+					dur = p.startDuration()
+				}
 			} else {
 				p.tposted[0] = cycles()
 			}
 		}
-		for k := 0; k < ne; k++ {
-			wc := &wcs[k]
-			if wc.Status != uverbs.WCSuccess {
-				return bwReport{}, p.fail(nil, " Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d",
-					int(wc.Status), wc.ID, wc.VendorErr, rcnt)
-			}
-			rcnt++
-			if dur.sampling() {
-				sampled++
-			}
-			if qi := int(wc.ID); timed || next[qi] < c.iters {
-				repost[qi]++
-			}
+		if err := p.countRecvs(wcs[:ne], &rcnt, &sampled, dur, repost, next); err != nil {
+			return bwReport{}, err
 		}
-		// Repost what completed, one list per QP: receives cost no system
-		// call, so perftest's one-at-a-time reposting is kept in spirit.
-		for qi := range repost {
-			n := repost[qi]
-			if !timed {
-				n = min(n, c.iters-next[qi])
-			}
-			if n > 0 {
-				if next[qi], err = p.postRecvs(qi, n, next[qi], size, wrs, sges); err != nil {
-					return bwReport{}, p.fail(err, "Couldn't post recv Qp=%d rcnt=%d", qi, rcnt)
-				}
-			}
-			repost[qi] = 0
+		inf.add(ne)
+		if err := p.repostRecvs(repost, next, size, wrs, sges, rcnt); err != nil {
+			return bwReport{}, err
 		}
+	}
+	if inf.stopped() {
+		return bwReport{}, failure{errAborted}
 	}
 	if timed {
 		return p.bwResult(size, sampled, false, 1, 1), nil

@@ -11,9 +11,18 @@
 // A link named ib_<test> runs that test without the test operand.
 //
 // The options are perftest's (see -h): -d -i -x -p -s -n -a -c RC|UC|UD
-// -q -t -r -l/--post_list -Q/--cq-mod -I -o -A -u -S -m -N -F -R
-// --report_gbits. Output: perftest's test header, addresses and result
-// table, with the same columns and number formats.
+// -q -t -r -l/--post_list -Q/--cq-mod -I -o -A -u -S -m -N -F -R -b -e
+// -D -f --run_infinitely --report_gbits. Output: perftest's test header,
+// addresses and result table, with the same columns and number formats.
+//
+// -b runs a bandwidth test both ways: both sides send (send_bw: and
+// receive) and each prints the sum of both directions. -e waits for
+// completions on a completion channel instead of polling (not the write
+// tests; not with -D). --run_infinitely (bandwidth tests; not send_bw -b)
+// sends until the program is stopped and prints the bandwidth of the last
+// -D seconds (default 5) every -D seconds; the server of a one-way
+// write_bw, read_bw or atomic_bw prints nothing, as perftest's does.
+// perftest refuses the same combinations, with the same words.
 //
 // -R is perftest's rdma_cm mode: the exchange runs over an rdma_cm
 // connection to the server's RDMA address (ibperf send_bw -R -d rxe0
@@ -37,10 +46,13 @@
 //   - A client retries the connection for 5 s while nothing listens.
 //   - IBPERF_CPUPROFILE=<file> writes a CPU profile of the run.
 //   - Numbers are checked: "-n 12abc" is refused, where strtol would take
-//     12. Options perftest has and ibperf does not implement (events,
-//     multicast, rdma_cm, raw Ethernet, --run_infinitely, ...) are
-//     recognized and refused by name (-z, the rdma_cm exchange with QPs
-//     connected by hand, among them).
+//     12. Options perftest has and ibperf does not implement (completion
+//     vectors, multicast, raw Ethernet, ...) are recognized and refused by
+//     name (-z, the rdma_cm exchange with QPs connected by hand, among
+//     them).
+//   - -e gives each run's CQs one completion channel, as perftest does,
+//     but a loop waiting for one CQ takes any other CQ's event as a
+//     reason to poll again, where perftest polls once per event.
 //   - Duration runs (-D, -f) time their phases with Go timers read by the
 //     loops (perftest uses SIGALRM). A write_lat side whose clock ends
 //     first goes on answering the peer's writes for up to a second, so

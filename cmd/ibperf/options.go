@@ -156,6 +156,9 @@ type config struct {
 	margin     int // -f seconds at each end of a duration run left out of the sample; -1: duration/4
 	gbits      bool
 	noPeak     bool
+	duplex     bool // -b: both sides send (bw tests)
+	events     bool // -e: wait for completions on a completion channel
+	infinite   bool // --run_infinitely: a report every duration seconds, until killed
 	rdmaCM     bool // -R: the QPs are connected by rdma_cm, over an rdma_cm control connection
 	lockThread bool // ibperf only: lock the polling goroutine to its OS thread
 	noYield    bool // ibperf only: busy-wait without yielding (for measuring what yielding is worth)
@@ -263,13 +266,12 @@ var spec = func() cli.Spec {
 // unsupportedShort names the perftest options ibperf recognizes but does
 // not implement.
 var unsupportedShort = map[byte]string{
-	'e': "completion events", 'X': "completion event vectors", 'g': "multicast", 'z': "rdma_cm address exchange with QPs connected by hand (-R connects them by rdma_cm)",
-	'T': "type of service", 'L': "hop limit", 'M': "multicast GIDs", 'b': "bidirectional tests",
+	'X': "completion event vectors", 'g': "multicast", 'z': "rdma_cm address exchange with QPs connected by hand (-R connects them by rdma_cm)",
+	'T': "type of service", 'L': "hop limit", 'M': "multicast GIDs",
 	'C': "cycle reports", 'H': "histograms", 'U': "unsorted reports", 'O': "dual-port tests",
 	'B': "raw Ethernet", 'E': "raw Ethernet", 'J': "raw Ethernet", 'j': "raw Ethernet", 'K': "raw Ethernet",
 	'k': "raw Ethernet", 'Y': "raw Ethernet", 'w': "bandwidth limits", 'y': "message rate limits",
 	'Z': "raw Ethernet", 'P': "raw Ethernet", 'v': "MAC forwarding", 'G': "RSS", 'W': "performance counters",
-	optRunInfinitely: "--run_infinitely",
 }
 
 // parseArgs is perftest's parser() and force_dependecies() for the options
@@ -421,6 +423,18 @@ func parseArgs(args []string) (config, []string, error) {
 				err = refuse("NoPeak only valid for BW tests")
 			}
 			c.noPeak = true
+		case 'b':
+			if t.kind == kindLat {
+				err = refuse("Bidirectional is only available in BW test")
+			}
+			c.duplex = true
+		case 'e':
+			if t.verb == verbWrite {
+				err = refuse("Events feature not available on WRITE verb")
+			}
+			c.events = true
+		case optRunInfinitely:
+			c.infinite = true
 		case optReportGbits:
 			c.gbits = true
 		case optLockThread:
@@ -446,6 +460,10 @@ func parseArgs(args []string) (config, []string, error) {
 	}
 	if c.conn == connUD && c.test.verb != verbSend {
 		return c, nil, &UsageError{Msg: fmt.Sprintf("UD connection only possible in SEND verb, not %s", c.test.name)}
+	}
+	if c.infinite {
+		// perftest's run_infinitely replaces -a's test method.
+		c.all = false
 	}
 	if c.rdmaCM && c.conn == connUC {
 		return c, nil, &UsageError{Option: "-R", Msg: "UC is not supported in librdmacm"}
@@ -508,10 +526,29 @@ func (c *config) forceDependencies() ([]string, error) {
 			c.rxDepth = min(c.iters, ucMaxRx)
 		}
 	} else {
+		if c.events {
+			return nil, &UsageError{Option: "-e", Msg: "Duration mode doesn't work with events"}
+		}
 		if c.all {
 			return nil, &UsageError{Option: "-D", Msg: "duration mode currently doesn't support running on all sizes"}
 		}
 		c.noPeak = true
+	}
+	if c.infinite {
+		switch {
+		case c.events:
+			return nil, &UsageError{Option: "--run_infinitely", Msg: "run_infinitely does not support events feature yet"}
+		case c.test.kind == kindLat:
+			return nil, &UsageError{Option: "--run_infinitely", Msg: "run_infinitely exists only in BW tests for now"}
+		case c.duplex && c.test.verb == verbSend:
+			return nil, &UsageError{Option: "--run_infinitely", Msg: "run_infinitely mode is not supported in SEND Bidirectional BW test"}
+		}
+		// A report every -D seconds (perftest's default duration without
+		// it).
+		c.noPeak = true
+		if c.duration == 0 {
+			c.duration = defDuration
+		}
 	}
 	// perftest checks the margin against its default duration when -D is
 	// not given.
@@ -532,7 +569,8 @@ func (c *config) forceDependencies() ([]string, error) {
 	if c.test.kind == kindBW && c.duration == 0 && c.iters > 20000 {
 		c.noPeak = true
 	}
-	if c.size > msgSizeCQModLimit && c.conn != connUD && !c.all {
+	// perftest keeps CQ moderation with events.
+	if c.size > msgSizeCQModLimit && c.conn != connUD && !c.all && !c.events {
 		if !c.reqCQMod {
 			c.cqMod = 1
 		} else if c.cqMod > 1 {
@@ -643,6 +681,9 @@ func usage(w io.Writer, prog string) {
 	p("  -D, --duration=<sec>      run for <sec> seconds instead of -n iterations\n")
 	p("  -f, --margin=<sec>        seconds at each end of a -D run left out of the result (default: a quarter)\n")
 	p("  -N, --noPeak              skip the peak bandwidth\n")
+	p("  -b, --bidirectional       both sides send (bw tests); the result is the sum of both directions\n")
+	p("  -e, --events              wait for completions on a completion channel instead of polling (not write tests)\n")
+	p("      --run_infinitely      (bw tests) run until killed, printing the bandwidth every -D seconds (default %d)\n", defDuration)
 	p("  -F, --CPU-freq            accepted; the clock is always calibrated\n")
 	p("      --report_gbits        bandwidth in Gb/s\n")
 	p("      --go-lock-thread      (ibperf) poll on a goroutine locked to its OS thread (slower: see docs/performance.md)\n")

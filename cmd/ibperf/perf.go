@@ -37,10 +37,13 @@ type perf struct {
 	mr     *uverbs.MR
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ // the send CQ unless the test sends
-	qps    []*uverbs.QP
-	ahs    []*uverbs.AH
-	comm   *comm
-	cm     *cmTest // -R: the test connections
+	// -e: the completion channel of both CQs, and the loops' waits on it.
+	channel *uverbs.CompChannel
+	events  eventWait
+	qps     []*uverbs.QP
+	ahs     []*uverbs.AH
+	comm    *comm
+	cm      *cmTest // -R: the test connections
 
 	gidIdx      int
 	gid         uverbs.GID
@@ -324,12 +327,19 @@ func (p *perf) createBase() error {
 	if p.mr, err = p.pd.RegisterBuffer(p.buf, 0, total, access); err != nil {
 		return p.fail(err, " Couldn't allocate MR")
 	}
-	if p.sendCQ, err = p.dev.CreateCQ(c.txDepth*c.numQPs, nil); err != nil {
+	var cqOpts *uverbs.CQOptions
+	if c.events {
+		if p.channel, err = p.dev.NewCompChannel(); err != nil {
+			return p.fail(err, "Couldn't create completion channel")
+		}
+		cqOpts = &uverbs.CQOptions{Channel: p.channel}
+	}
+	if p.sendCQ, err = p.dev.CreateCQ(c.txDepth*c.numQPs, cqOpts); err != nil {
 		return p.fail(err, "Couldn't create CQ")
 	}
 	p.recvCQ = p.sendCQ
 	if c.test.verb == verbSend {
-		if p.recvCQ, err = p.dev.CreateCQ(c.rxDepth*c.numQPs, nil); err != nil {
+		if p.recvCQ, err = p.dev.CreateCQ(c.rxDepth*c.numQPs, cqOpts); err != nil {
 			return p.fail(err, "Couldn't create a receiving CQ")
 		}
 	}
@@ -613,6 +623,9 @@ func (p *perf) close() error {
 	}
 	if p.sendCQ != nil {
 		step(p.sendCQ.Close(), "destroy CQ")
+	}
+	if p.channel != nil {
+		step(p.channel.Close(), "destroy the completion channel")
 	}
 	if p.mr != nil {
 		step(p.mr.Close(), "deregister MR")

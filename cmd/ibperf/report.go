@@ -72,6 +72,9 @@ func (p *perf) printTestInfo() {
 		fmt.Fprintf(w, "%s ", atomicNames[c.atomic])
 	}
 	if c.test.kind == kindBW {
+		if c.duplex {
+			fmt.Fprint(w, "Bidirectional ")
+		}
 		if p.postList > 1 {
 			fmt.Fprint(w, "Post List ")
 		}
@@ -80,18 +83,21 @@ func (p *perf) printTestInfo() {
 		fmt.Fprint(w, "Latency ")
 	}
 	fmt.Fprint(w, "Test\n")
+	if c.events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp0\n", c.ibDev)
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.ibDev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", c.numQPs)
 	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", c.conn)
 	fmt.Fprintf(w, " PCIe relax order: Unsupported\n")
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
-	if p.isClient() {
+	if p.isClient() || c.duplex {
 		fmt.Fprintf(w, " TX depth        : %d\n", c.txDepth)
 	}
 	if p.postList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", p.postList)
 	}
-	if c.test.verb == verbSend && !p.isClient() {
+	if c.test.verb == verbSend && (!p.isClient() || c.duplex) {
 		fmt.Fprintf(w, " RX depth        : %d\n", c.rxDepth)
 	}
 	if c.test.kind == kindBW {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,8 +65,9 @@ var (
 	latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 7) + `\s*$`)
 	bwRowRE  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 3) + `\s*$`)
 	// A latency test's duration run (-D): t_avg and tps average.
-	latDurRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 2) + `\s*$`)
-	addrRE      = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
+	latDurRowRE   = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+`+num, 2) + `\s*$`)
+	bidirHeaderRE = regexp.MustCompile(`(?m) Bidirectional (Post List )?BW Test$`)
+	addrRE        = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)`)
 )
 
 // pairCase is one run: a test, who serves, who connects, the options.
@@ -118,10 +121,22 @@ func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	return srv, cli
 }
 
-// runOnce runs the server and then the client once.
-func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
+// pairRun is what both kinds of runs set up: a deadline, a free port, the
+// options of each side (they differ in the device only), the address the
+// client connects to, and up, closed once the server listens (a Go
+// server's ready does it).
+type pairRun struct {
+	ctx          context.Context
+	cancel       context.CancelFunc
+	common       []string // the server's
+	clientCommon []string
+	serverAddr   string
+	up         chan struct{}
+	ready      func(net.Addr)
+}
+
+func (tc pairCase) prepare(t *testing.T) *pairRun {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
 	port := vmproc.FreePort(t)
 	srvDev, cliDev := vmenv.RXE0, vmenv.RXE0
 	if tc.cross {
@@ -130,33 +145,38 @@ func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
 	common := func(dev string) []string {
 		return append([]string{"-d", dev, "-x", strconv.Itoa(vmenv.GIDIndex), "-p", strconv.Itoa(port)}, tc.args...)
 	}
-	up := make(chan struct{})
-	var ready func(net.Addr)
-	if tc.server.goSide {
-		ready = func(net.Addr) { close(up) }
-	}
-	srvDone := tc.server.start(ctx, t, tc.test, common(srvDev), ready)
+	r := &pairRun{ctx: ctx, cancel: cancel, serverAddr: "127.0.0.1", up: make(chan struct{}),
+		common: common(srvDev), clientCommon: common(cliDev)}
 	// With -R the peers meet through rdma_cm, at the address of the
 	// server's device (rxe0's); the server listens on an rdma_cm ID.
 	rdmaCM := slices.Contains(tc.args, "-R")
-	serverAddr := "127.0.0.1"
 	if rdmaCM {
-		serverAddr = vmenv.AddrA
+		r.serverAddr = vmenv.AddrA
 	}
-	if !tc.server.goSide {
-		go func() {
-			for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			close(up)
-		}()
+	if tc.server.goSide {
+		r.ready = func(net.Addr) { close(r.up) }
+		return r
 	}
+	go func() {
+		for ctx.Err() == nil && !(rdmaCM && vmproc.CMListening("TCP", port) || !rdmaCM && vmproc.Listening(port)) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		close(r.up)
+	}()
+	return r
+}
+
+// runOnce runs the server and then the client once.
+func (tc pairCase) runOnce(t *testing.T) (srv, cli result) {
+	r := tc.prepare(t)
+	defer r.cancel()
+	srvDone := tc.server.start(r.ctx, t, tc.test, r.common, r.ready)
 	select {
-	case <-up:
+	case <-r.up:
 	case srv = <-srvDone:
 		t.Fatalf("server ended before listening: exit %d\nstdout:\n%s\nstderr:\n%s", srv.exit, srv.stdout, srv.stderr)
 	}
-	cli = <-tc.client.start(ctx, t, tc.test, append(common(cliDev), serverAddr), nil)
+	cli = <-tc.client.start(r.ctx, t, tc.test, append(r.clientCommon, r.serverAddr), nil)
 	srv = <-srvDone
 	return srv, cli
 }
@@ -223,13 +243,12 @@ type variant struct {
 // the other printed as remote.
 func runVariants(t *testing.T, variants []variant) {
 	goSide, cSide := side{goSide: true}, side{}
-	runPairs(t, false, [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}}, variants)
+	runVariantPairs(t, variants, [][2]side{{goSide, cSide}, {cSide, goSide}, {goSide, goSide}}, false)
 }
 
-// runPairs runs each variant with each pair (server, client) of sides,
-// with the client on rxe1 if cross is set, and checks as runVariants
-// says.
-func runPairs(t *testing.T, cross bool, pairs [][2]side, variants []variant) {
+// runVariantPairs is runVariants for the given pairs (server, client),
+// with the client on rxe1 if cross is set.
+func runVariantPairs(t *testing.T, variants []variant, pairs [][2]side, cross bool) {
 	for _, v := range variants {
 		for _, pair := range pairs {
 			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args, cross: cross}
@@ -272,6 +291,29 @@ func runPairs(t *testing.T, cross bool, pairs [][2]side, variants []variant) {
 				} else if got := mustAtoi(m[2]); !timed && got != wantIters {
 					t.Errorf("client's row says %d iterations, want %d: %q", got, wantIters, m[0])
 				}
+				// Both sides of a bidirectional test print the sum of both
+				// directions, and the test's name.
+				if slices.Contains(v.args, "-b") {
+					sm := re.FindStringSubmatch(srv.stdout)
+					if sm == nil {
+						t.Fatalf("bidirectional server printed no result row:\n%s", srv.stdout)
+					}
+					if got := mustAtoi(sm[2]); (timed && got == 0) || (!timed && got != wantIters) {
+						t.Errorf("server's row says %d iterations, want %d: %q", got, wantIters, sm[0])
+					}
+					for _, out := range []string{srv.stdout, cli.stdout} {
+						if !bidirHeaderRE.MatchString(out) {
+							t.Errorf("no bidirectional test header:\n%s", out)
+						}
+					}
+				}
+				if slices.Contains(v.args, "-e") {
+					for _, out := range []string{srv.stdout, cli.stdout} {
+						if !strings.Contains(out, " Test with events. Using "+vmenv.RXE0+"_comp0\n") {
+							t.Errorf("no events line in the header:\n%s", out)
+						}
+					}
+				}
 				sa, ca := addrs(srv.stdout), addrs(cli.stdout)
 				if len(sa["local"]) == 0 || fmt.Sprint(sa["local"]) != fmt.Sprint(ca["remote"]) || fmt.Sprint(ca["local"]) != fmt.Sprint(sa["remote"]) {
 					t.Errorf("addresses do not match: server %v, client %v", sa, ca)
@@ -279,6 +321,178 @@ func runPairs(t *testing.T, cross bool, pairs [][2]side, variants []variant) {
 				t.Logf("%v: %s", time.Since(started).Round(time.Millisecond), strings.TrimSpace(m[0]))
 			})
 		}
+	}
+}
+
+// TestFlagsVM runs -b (bidirectional), -e (events) and --run_infinitely
+// against perftest in both roles and against itself.
+func TestFlagsVM(t *testing.T) {
+	requireVM(t)
+	runVariants(t, []variant{
+		{"write_bw", []string{"-b", "-n", "400", "-s", "4096"}},
+		{"send_bw", []string{"-b", "-n", "400", "-s", "4096"}},
+		{"read_bw", []string{"-b", "-n", "200", "-s", "4096"}},
+		{"atomic_bw", []string{"-b", "-n", "200"}},
+		{"write_bw", []string{"-b", "-D", "2", "-s", "4096"}},
+		{"send_bw", []string{"-b", "-D", "2", "-s", "4096"}},
+		{"send_bw", []string{"-e", "-n", "400", "-s", "4096"}},
+		{"read_bw", []string{"-e", "-n", "200", "-s", "4096"}},
+		{"read_lat", []string{"-e", "-n", "200"}},
+		{"atomic_lat", []string{"-e", "-n", "200"}},
+		{"send_bw", []string{"-b", "-e", "-n", "400", "-s", "4096"}},
+	})
+	// perftest 4.5's own send_lat -e pair (ib_send_lat against ib_send_lat)
+	// does not finish on rxe: both sides were still waiting after 120 s
+	// (its loop polls each CQ once per event, whichever CQ raised it, and
+	// goes on whether or not that poll found a completion). ibperf's pair
+	// runs against itself.
+	goSide, cSide := side{goSide: true}, side{}
+	runVariantPairs(t, []variant{{"send_lat", []string{"-e", "-n", "200"}}}, [][2]side{{goSide, goSide}}, false)
+	// --run_infinitely: both sides that report print a row every -D
+	// seconds until they are stopped. perftest calibrates its clock for
+	// every row and, while both sides spin on the VM's two CPUs, mostly
+	// fails and exits ("Can't produce a report"); with -F it prints the
+	// row anyway (a rate of 0 when the calibration failed).
+	for _, v := range []variant{
+		{"send_bw", []string{"--run_infinitely", "-D", "1", "-s", "4096", "-F"}},
+		{"write_bw", []string{"-b", "--run_infinitely", "-D", "1", "-s", "4096", "-F"}},
+	} {
+		for _, pair := range [][2]side{{goSide, cSide}, {cSide, goSide}} {
+			tc := pairCase{test: v.test, server: pair[0], client: pair[1], args: v.args}
+			t.Run(tc.name(), func(t *testing.T) { tc.runInfinite(t, 3) })
+		}
+	}
+	// The server of a one-way write_bw prints no rows and ends, as
+	// perftest's does, when its client goes.
+	tc := pairCase{test: "write_bw", server: goSide, client: cSide, args: []string{"--run_infinitely", "-D", "1", "-s", "4096", "-F"}}
+	t.Run(tc.name(), func(t *testing.T) {
+		r := tc.prepare(t)
+		defer r.cancel()
+		srv := tc.server.startStreaming(r.ctx, t, tc.test, r.common, r.ready)
+		<-r.up
+		cctx, stopClient := context.WithCancel(r.ctx)
+		cli := tc.client.startStreaming(cctx, t, tc.test, append(r.clientCommon, r.serverAddr), nil)
+		for started := time.Now(); len(bwRowRE.FindAllString(cli.stdout.String(), -1)) < 2 && time.Since(started) < 45*time.Second; {
+			time.Sleep(100 * time.Millisecond)
+		}
+		stopClient()
+		<-cli.exit
+		select {
+		case exit := <-srv.exit:
+			if exit != 1 || bwRowRE.MatchString(srv.stdout.String()) || !strings.Contains(srv.stderr.String(), "Failed to exchange data") {
+				t.Errorf("server: exit %d, want 1 with no rows and the exchange's failure\nstdout:\n%s\nstderr:\n%s", exit, srv.stdout.String(), srv.stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("server still running 30 s after its client ended\nclient stdout:\n%s", cli.stdout.String())
+		}
+	})
+	if n := deviceFDs(); n != 0 {
+		t.Errorf("%d uverbs file descriptors open after the runs", n)
+	}
+}
+
+// syncBuffer is an output read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// running is a side started by startStreaming: its output so far, and its
+// exit status once it ends.
+type running struct {
+	stdout, stderr syncBuffer
+	exit           chan int
+}
+
+// startStreaming is start for a run that is stopped from outside: the
+// output can be read while it runs. perftest is killed when ctx ends.
+func (s side) startStreaming(ctx context.Context, t *testing.T, name string, args []string, ready func(net.Addr)) *running {
+	t.Helper()
+	r := &running{exit: make(chan int, 1)}
+	if s.goSide {
+		go func() {
+			r.exit <- runContext(ctx, append([]string{"ibperf", name}, args...), &r.stdout, &r.stderr, ready)
+		}()
+		return r
+	}
+	cmd := exec.CommandContext(ctx, "ib_"+name, args...)
+	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ib_%s: %v", name, err)
+	}
+	go func() {
+		exit, _ := vmproc.ExitCode(cmd.Wait())
+		r.exit <- exit
+	}()
+	return r
+}
+
+// runInfinite runs a --run_infinitely pair until both sides have printed
+// rows result rows (with the size, and some iterations among them), then
+// stops both.
+func (tc pairCase) runInfinite(t *testing.T, rows int) {
+	t.Helper()
+	r := tc.prepare(t)
+	defer r.cancel()
+	srv := tc.server.startStreaming(r.ctx, t, tc.test, r.common, r.ready)
+	<-r.up
+	cli := tc.client.startStreaming(r.ctx, t, tc.test, append(r.clientCommon, r.serverAddr), nil)
+	sides := []struct {
+		role string
+		r    *running
+	}{{"server", srv}, {"client", cli}}
+	enough := func() bool {
+		for _, sd := range sides {
+			if len(bwRowRE.FindAllString(sd.r.stdout.String(), -1)) < rows {
+				return false
+			}
+		}
+		return true
+	}
+	started := time.Now()
+	for !enough() && time.Since(started) < 45*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(started)
+	r.cancel()
+	for _, sd := range sides {
+		<-sd.r.exit
+	}
+	for _, sd := range sides {
+		out := sd.r.stdout.String()
+		got := bwRowRE.FindAllStringSubmatch(out, -1)
+		if len(got) < rows {
+			t.Errorf("%s printed %d rows in %v, want %d\nstdout:\n%s\nstderr:\n%s", sd.role, len(got), elapsed.Round(time.Millisecond), rows, out, sd.r.stderr.String())
+			continue
+		}
+		// A row may count nothing (a second in which the loaded VM
+		// completed none of this side's messages: seen once, at
+		// perftest's write_bw -b server on 6.12), not all of them.
+		iters := 0
+		for _, m := range got[:rows] {
+			if mustAtoi(m[1]) != 4096 {
+				t.Errorf("%s: row %q: want size 4096", sd.role, m[0])
+			}
+			iters += mustAtoi(m[2])
+		}
+		if iters == 0 {
+			t.Errorf("%s: the first %d rows count no iterations", sd.role, rows)
+		}
+		t.Logf("%s: %d rows in %v, the first %q", sd.role, len(got), elapsed.Round(time.Millisecond), strings.TrimSpace(got[0][0]))
 	}
 }
 
@@ -315,13 +529,13 @@ func TestInteropRDMACMCrossVM(t *testing.T) {
 		before[dev] = sentPkts(dev)
 	}
 	goSide, cSide := side{goSide: true}, side{}
-	runPairs(t, true, [][2]side{{goSide, cSide}, {cSide, goSide}}, []variant{
+	runVariantPairs(t, []variant{
 		{"write_lat", []string{"-R", "-n", "200"}},
 		{"send_lat", []string{"-R", "-n", "200"}},
 		{"write_bw", []string{"-R", "-n", "400", "-s", "4096"}},
 		{"send_bw", []string{"-R", "-n", "400", "-s", "4096"}},
 		{"send_bw", []string{"-R", "-n", "400", "-c", "UD", "-s", "512"}},
-	})
+	}, [][2]side{{goSide, cSide}, {cSide, goSide}}, true)
 	// The traffic crossed the pair: each device sent (its side's data or
 	// acknowledgements), which one device talking to itself would not show.
 	for dev, n := range before {
