@@ -131,8 +131,8 @@ type pairRun struct {
 	common       []string // the server's
 	clientCommon []string
 	serverAddr   string
-	up         chan struct{}
-	ready      func(net.Addr)
+	up           chan struct{}
+	ready        func(net.Addr)
 }
 
 func (tc pairCase) prepare(t *testing.T) *pairRun {
