@@ -144,10 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.all {
-		o.sizes = append(o.sizes, 64)
-		for k := 7; k <= 22; k++ {
-			o.sizes = append(o.sizes, 1<<k, 1<<k+1<<(k-1))
-		}
+		o.sizes = allSizes()
 	} else {
 		o.sizes = []int{64, 4096, 65536, 1 << 20}
 	}
@@ -318,6 +315,16 @@ func (o *options) xfer(c net.Conn, send bool, size int) error {
 		}
 	}
 	return nil
+}
+
+// allSizes is rstream's -S all list: 64, then 2^k and 2^k + 2^(k-1) for
+// k = 7..22 (128, 192 ... 4 MiB, 6 MiB).
+func allSizes() []int {
+	s := []int{64}
+	for k := 7; k <= 22; k++ {
+		s = append(s, 1<<k, 1<<k+1<<(k-1))
+	}
+	return s
 }
 
 func sizeToCount(size int) int {
