@@ -97,6 +97,38 @@ func TestInteropSizesVM(t *testing.T) {
 	}
 }
 
+// TestInteropKeepaliveVM: -k 1 on both sides, Go client and Go server
+// against rdma-core's rstream; the run lasts over a second, so rstream
+// sends its keepalives (one a second, traffic or not) to the Go side.
+func TestInteropKeepaliveVM(t *testing.T) {
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	vmenv.RequireDevice(t, vmenv.RXE1)
+	args := []string{"-S", "65536", "-C", "20", "-I", "2", "-T", "b", "-T", "v", "-k", "1"}
+	for i, goServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("go-server-%v", goServer), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			gout, cout, err := interop(ctx, 7850+i, goServer, args)
+			t.Logf("Go rstream:\n%s\nrdma-core rstream:\n%s", gout, cout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for who, out := range map[string]string{"Go": gout, "rdma-core": cout} {
+				// The server sets keepalive on its listener and on the
+				// connection, the client on its connection.
+				want := 1
+				if who == "Go" == goServer {
+					want = 2
+				}
+				if n := strings.Count(out, "Keepalive: ON\n  time: 1\n"); n != want ||
+					!strings.Contains(out, "\ncustom    64k     20      2 ") || strings.Contains(out, "verification failed") {
+					t.Errorf("%s rstream: %d keepalive settings, want %d, or no custom row, or a verification failure", who, n, want)
+				}
+			}
+		})
+	}
+}
+
 // syncBuffer is a bytes.Buffer that a goroutine writes while the test reads.
 type syncBuffer struct {
 	mu sync.Mutex
