@@ -24,11 +24,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/perfstat"
 	"github.com/goverbs/goverbs/internal/testvm"
 )
 
@@ -116,13 +114,8 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 	}
 	defer os.RemoveAll(dir)
 	ibperf, self := filepath.Join(dir, "ibperf"), filepath.Join(dir, "perfcompare")
-	for _, b := range [][2]string{{ibperf, "./cmd/ibperf"}, {self, "./internal/perfcompare"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", b[1], err)
-		}
+	if err := perfstat.BuildStatic(ctx, map[string]string{ibperf: "./cmd/ibperf", self: "./internal/perfcompare"}); err != nil {
+		return err
 	}
 	var report bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &report)
@@ -133,7 +126,7 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 		started := time.Now()
 		res, err := testvm.Run(ctx, testvm.Config{
 			Kernel: k, Program: self, Args: args, Adds: []testvm.Add{{Host: ibperf}},
-			Stdout: io.MultiWriter(&stdout, progress{os.Stderr}), Stderr: os.Stderr,
+			Stdout: io.MultiWriter(&stdout, perfstat.Progress{W: os.Stderr, Prefix: linePrefix}), Stderr: os.Stderr,
 			Returns: profilePaths(profile), Timeout: 90 * time.Minute,
 		})
 		if err != nil {
@@ -142,7 +135,7 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 		if res.ExitCode != 0 {
 			return fmt.Errorf("kernel %s: the guest run exited %d", k, res.ExitCode)
 		}
-		ms, err := parseMeasurements(stdout.Bytes())
+		ms, err := perfstat.ParseLines[measurement](stdout.Bytes(), linePrefix)
 		if err != nil {
 			return err
 		}
@@ -169,18 +162,6 @@ func hostMain(ctx context.Context, kernels []string, reps int, devices, only, pr
 	return nil
 }
 
-// progress shows the guest's measurement lines as they come, shortened.
-type progress struct{ w io.Writer }
-
-func (p progress) Write(b []byte) (int, error) {
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, linePrefix) {
-			fmt.Fprintln(p.w, "  ", strings.TrimPrefix(l, linePrefix))
-		}
-	}
-	return len(b), nil
-}
-
 // profilePath is where the guest writes the profile of a case; the harness
 // brings it back to the same host path.
 func profilePath(name string) string {
@@ -205,27 +186,6 @@ func splitList(s string) []string {
 	return l
 }
 
-func parseMeasurements(out []byte) ([]measurement, error) {
-	var ms []measurement
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		l, ok := strings.CutPrefix(sc.Text(), linePrefix)
-		if !ok {
-			continue
-		}
-		var m measurement
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			return nil, fmt.Errorf("guest line %q: %w", l, err)
-		}
-		ms = append(ms, m)
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("the guest reported no measurements")
-	}
-	return ms, nil
-}
-
 // row is one case's summary.
 type row struct {
 	Case         string
@@ -239,18 +199,6 @@ type row struct {
 	Failures     []string
 	GoAll, CAll  []float64
 	ordered      int
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // summarize groups measurements by case, in the order cases() gives.
@@ -281,28 +229,17 @@ func summarize(ms []measurement) []row {
 	}
 	var out []row
 	for _, r := range rows {
-		r.GoMed, r.CMed = median(r.GoAll), median(r.CAll)
+		r.GoMed, r.CMed = perfstat.Median(r.GoAll), perfstat.Median(r.CAll)
 		r.GoN, r.CN = len(r.GoAll), len(r.CAll)
 		if r.CMed != 0 {
 			r.Ratio = r.GoMed / r.CMed
 		}
-		r.GoMin, r.GoMax = minMax(r.GoAll)
-		r.CMin, r.CMax = minMax(r.CAll)
+		r.GoMin, r.GoMax = perfstat.MinMax(r.GoAll)
+		r.CMin, r.CMax = perfstat.MinMax(r.CAll)
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ordered < out[j].ordered })
 	return out
-}
-
-func minMax(v []float64) (float64, float64) {
-	if len(v) == 0 {
-		return 0, 0
-	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
 }
 
 var units = map[string]string{"lat": "t_typical µs", "bw": "MB/s", "rate": "Mpps"}
