@@ -121,6 +121,7 @@ type Conn struct {
 	raddr   net.Addr
 
 	rmu, wmu sync.Mutex // one reader, one writer
+	pollMu   sync.Mutex // polling the CQ and processing what it gave
 	mu       sync.Mutex // the protocol state below
 	rx       receiver
 	// send side
@@ -328,6 +329,18 @@ func (c *Conn) watchCM(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// The peer's last data may still be in the CQ, not yet processed: a
+	// peer's Close sends its DISCONNECT and waits for it to complete
+	// before it disconnects, so what it wrote has completions here.
+	c.pollMu.Lock()
+	for {
+		n, err := c.cq.Poll(c.wcs[:])
+		if err != nil || n == 0 {
+			break
+		}
+		c.process(c.wcs[:n])
+	}
+	c.pollMu.Unlock()
 	c.mu.Lock()
 	c.peerGone = true
 	c.rx.eof = true
@@ -342,13 +355,18 @@ func (c *Conn) pump(ctx context.Context) {
 	defer close(c.pumpDone)
 	armed := false
 	for {
+		c.pollMu.Lock()
 		n, err := c.cq.Poll(c.wcs[:])
 		if err != nil {
+			c.pollMu.Unlock()
 			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
 			return
 		}
 		if n > 0 {
 			c.process(c.wcs[:n])
+		}
+		c.pollMu.Unlock()
+		if n > 0 {
 			continue
 		}
 		if !armed {

@@ -129,6 +129,34 @@ func TestInteropKeepaliveVM(t *testing.T) {
 	}
 }
 
+// TestGoPairVM: this rstream on both ends, rxe1 to rxe0, with -T v. At
+// 1 MiB the server's close used to reach the client (as a CM disconnect)
+// before the client had taken the last data from its CQ: rrecv:
+// unexpected EOF.
+func TestGoPairVM(t *testing.T) {
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	vmenv.RequireDevice(t, vmenv.RXE1)
+	for i, size := range []string{"65536", "1048576"} {
+		t.Run(size, func(t *testing.T) {
+			p := strconv.Itoa(7870 + i)
+			args := []string{"-p", p, "-S", size, "-C", "8", "-I", "1", "-T", "b", "-T", "v"}
+			var sout, serr syncBuffer
+			done := make(chan int, 1)
+			go func() { done <- run(append([]string{"rstream", "-b", vmenv.AddrA}, args...), &sout, &serr) }()
+			for sout.String() == "" && serr.String() == "" {
+				time.Sleep(10 * time.Millisecond)
+			}
+			var cout, cerr bytes.Buffer
+			rc := run(append([]string{"rstream", "-s", vmenv.AddrA, "-b", vmenv.AddrB}, args...), &cout, &cerr)
+			src := <-done
+			t.Logf("client (%d):\n%s%s\nserver (%d):\n%s%s", rc, cout.String(), cerr.String(), src, sout.String(), serr.String())
+			if rc != 0 || src != 0 || strings.Count(cout.String()+sout.String(), "\ncustom ") != 2 {
+				t.Fatal("a side failed")
+			}
+		})
+	}
+}
+
 // syncBuffer is a bytes.Buffer that a goroutine writes while the test reads.
 type syncBuffer struct {
 	mu sync.Mutex
