@@ -125,8 +125,12 @@ func hostMain(ctx context.Context, kernels []string, reps int, only, doc string)
 	}
 	var report bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &report)
-	fmt.Fprintf(w, "Measured %s with `go run ./internal/rsockperf -kernels %s -reps %d`.\n",
-		time.Now().UTC().Format("2006-01-02"), strings.Join(kernels, ","), reps)
+	onlyArg := ""
+	if only != "" {
+		onlyArg = fmt.Sprintf(" -only %q", only)
+	}
+	fmt.Fprintf(w, "Measured %s with `go run ./internal/rsockperf -kernels %s -reps %d%s`.\n",
+		time.Now().UTC().Format("2006-01-02"), strings.Join(kernels, ","), reps, onlyArg)
 	for _, k := range kernels {
 		var stdout bytes.Buffer
 		fmt.Fprintf(os.Stderr, "rsockperf: kernel %s: booting (%d repetitions)\n", k, reps)
