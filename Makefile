@@ -7,6 +7,7 @@
 #   make vmtest    go test ./... inside the test VM, for each kernel and transport
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
 #   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
+#   make rsockperf    Go rstream against rdma-core's rstream and kernel TCP in the VM (docs/performance.md)
 #   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host)
 #   make cmrate    rdmacm's connection setup rate against librdmacm's in the VM
 #   make fuzz      every go test -fuzz target of the module for FUZZTIME each (at least FUZZMINEXECS runs)
@@ -49,7 +50,7 @@ DEB_PACKAGES := qemu-system-x86 qemu-system-data busybox-static ibverbs-utils ib
 	perftest rdmacm-utils iproute2 xz-utils zstd cpio gcc libc6-dev libibverbs-dev librdmacm-dev qemu-user-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all deps vmexec cmrate unit unit-arm64 fuzz perfcompare vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden capture transcripts
+.PHONY: all deps vmexec cmrate unit unit-arm64 fuzz perfcompare rsockperf vmrace soak mlx5-hwsuite bench-mlx5 bench-mlx5-vs-c vmtest vmselftest test demo vm-clean mlx5-golden capture transcripts
 
 all: vmexec
 
@@ -217,3 +218,9 @@ PERF_REPS    ?= 7
 PERF_SWEEPS  ?= 3
 perfcompare: vmexec
 	$(GO) run ./internal/perfcompare -kernels $(PERF_KERNELS) -reps $(PERF_REPS) -sweep-reps $(PERF_SWEEPS) -raw docs/perfcompare-raw.json -o $(CURDIR)/.cache/perfcompare.md
+
+# Go rstream (package rsocket) against rdma-core's rstream, kernel TCP beside
+# them, one boot per kernel; the tables go into docs/performance.md.
+RSOCKPERF_REPS ?= 5
+rsockperf: vmexec
+	$(GO) run ./internal/rsockperf -kernels $(PERF_KERNELS) -reps $(RSOCKPERF_REPS) -doc $(CURDIR)/docs/performance.md

@@ -36,6 +36,18 @@ type Config struct {
 	// each; RDMA_SQSIZE, RDMA_RQSIZE), 16..65534. RQSize is the number of
 	// messages the peer may have in flight.
 	SQSize, RQSize int
+	// KeepAlive, when positive, makes the connection send a keepalive
+	// after each KeepAlive with nothing sent (rsocket's SO_KEEPALIVE with
+	// TCP_KEEPIDLE, which sends one every interval): a zero-length RDMA
+	// WRITE, which the peer's device acknowledges without its CPU seeing
+	// it. A peer that is gone without a word (its host down) then ends
+	// the retries of the write where the device counts them, and the
+	// connection fails: Read and Write return an error matching
+	// unix.ECONNRESET. rxe does not: with rsockets' transport retry count
+	// of 7 its keepalive to a peer QP that was destroyed behind the CM's
+	// back neither completed nor failed in 20 s. 0 (the default) sends
+	// none; at least a millisecond otherwise.
+	KeepAlive time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -60,6 +72,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("rsocket: Config.SQSize %d is outside 16..65534: %w", c.SQSize, unix.EINVAL)
 	case c.RQSize < 16 || c.RQSize > 0xFFFE:
 		return c, fmt.Errorf("rsocket: Config.RQSize %d is outside 16..65534: %w", c.RQSize, unix.EINVAL)
+	case c.KeepAlive < 0 || c.KeepAlive > 0 && c.KeepAlive < time.Millisecond:
+		return c, fmt.Errorf("rsocket: Config.KeepAlive %v is neither 0 nor at least 1ms: %w", c.KeepAlive, unix.EINVAL)
 	}
 	return c, nil
 }
@@ -71,6 +85,7 @@ const (
 	wrCtrl   = 3 << 56
 	wrDisc   = 4 << 56
 	wrRecv   = 5 << 56
+	wrKeep   = 6 << 56
 )
 
 // rxHook and connDataHook see every received immediate and connection
@@ -106,6 +121,7 @@ type Conn struct {
 	raddr   net.Addr
 
 	rmu, wmu sync.Mutex // one reader, one writer
+	pollMu   sync.Mutex // polling the CQ and processing what it gave
 	mu       sync.Mutex // the protocol state below
 	rx       receiver
 	// send side
@@ -136,6 +152,12 @@ type Conn struct {
 	closeOnce  sync.Once
 	closeErr   error
 
+	// keepalive: the timer, what was sent at its last tick, and the
+	// keepalives sent and acknowledged by the peer
+	kaTimer      *time.Timer
+	kaSeq        uint32
+	kaSent       atomic.Uint64
+	kaAcked      atomic.Uint64
 	rdl, wdl     atomic.Int64 // deadlines, unix nanos; 0 none
 	rtimer       *time.Timer
 	wtimer       *time.Timer
@@ -261,9 +283,41 @@ func (c *Conn) start(peer connData) {
 	c.chRef.hold()
 	c.mu.Lock()
 	c.sendCredits()
+	if c.cfg.KeepAlive > 0 {
+		c.kaSeq = c.sentSeq()
+		c.kaTimer = time.AfterFunc(c.cfg.KeepAlive, c.keepAlive)
+	}
 	c.mu.Unlock()
 	go c.pump(ctx)
 	go c.watchCM(ctx)
+}
+
+// sentSeq counts the messages sent so far, data and control, modulo
+// 2^32. Holds mu.
+func (c *Conn) sentSeq() uint32 { return uint32(c.sseqNo) + c.ctrlSeq<<16 }
+
+// keepAlive runs every Config.KeepAlive: when nothing was sent since its
+// last run and a control slot is free, it posts a zero-length RDMA WRITE
+// (rsocket's tcp_svc_send_keepalive). Its completion frees the slot; an
+// error completion fails the connection.
+func (c *Conn) keepAlive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.err != nil || c.peerGone {
+		return
+	}
+	if seq := c.sentSeq(); seq == c.kaSeq && c.ctrlAvail > 0 {
+		c.sendWR[0] = uverbs.SendWR{ID: wrKeep, Opcode: uverbs.WRRDMAWrite}
+		if err := c.qp.PostSend(c.sendWR[:]); err != nil {
+			c.err = fmt.Errorf("rsocket: sending a keepalive: %w", err)
+			return
+		}
+		c.ctrlSeq++
+		c.ctrlAvail--
+		c.kaSent.Add(1)
+	}
+	c.kaSeq = c.sentSeq()
+	c.kaTimer.Reset(c.cfg.KeepAlive)
 }
 
 // watchCM marks the connection gone when the CM reports a disconnect
@@ -275,6 +329,18 @@ func (c *Conn) watchCM(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// The peer's last data may still be in the CQ, not yet processed: a
+	// peer's Close sends its DISCONNECT and waits for it to complete
+	// before it disconnects, so what it wrote has completions here.
+	c.pollMu.Lock()
+	for {
+		n, err := c.cq.Poll(c.wcs[:])
+		if err != nil || n == 0 {
+			break
+		}
+		c.process(c.wcs[:n])
+	}
+	c.pollMu.Unlock()
 	c.mu.Lock()
 	c.peerGone = true
 	c.rx.eof = true
@@ -289,13 +355,18 @@ func (c *Conn) pump(ctx context.Context) {
 	defer close(c.pumpDone)
 	armed := false
 	for {
+		c.pollMu.Lock()
 		n, err := c.cq.Poll(c.wcs[:])
 		if err != nil {
+			c.pollMu.Unlock()
 			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
 			return
 		}
 		if n > 0 {
 			c.process(c.wcs[:n])
+		}
+		c.pollMu.Unlock()
+		if n > 0 {
 			continue
 		}
 		if !armed {
@@ -392,6 +463,9 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			wr = true
 		case wrCtrl:
 			c.ctrlAvail++
+		case wrKeep:
+			c.ctrlAvail++
+			c.kaAcked.Add(1)
 		case wrDisc:
 			c.ctrlAvail++
 			closeOnce(c.discDone)
@@ -704,6 +778,9 @@ func (c *Conn) close() error {
 	close(c.done)
 	c.rtimer.Stop()
 	c.wtimer.Stop()
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
 	if c.cancelPump != nil {
 		c.id.Disconnect() // QP to ERR, DREQ; refused when already gone
 		c.cancelPump()

@@ -36,8 +36,9 @@
 // thread of their own.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
-// rsocket rings of twice their value), inline size, QP depths. Keepalive
-// and riostream's iomap (riomap/riowrite) are not implemented.
+// rsocket rings of twice their value), inline size, QP depths, keepalive
+// (SO_KEEPALIVE with TCP_KEEPIDLE: Config.KeepAlive). riostream's iomap
+// (riomap/riowrite) is not implemented.
 //
 // # Addresses
 //

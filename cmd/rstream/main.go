@@ -11,7 +11,9 @@
 // -p port (7471), -T s (kernel TCP instead), -T b / -T n (blocking or
 // not: Go's calls always block, so both run the same), -T v (verify the
 // data pattern), -T a / -T r (accepted, no effect), -f ip|ipv6 (numeric
-// addresses only). -k (keepalive) is refused: not implemented.
+// addresses only), -k seconds (keepalive on the listener and each
+// connection, printed as rstream does; 0 off: rsocket.Config.KeepAlive,
+// TCP keepalive under -T s).
 //
 // The output is rstream's table: name, bytes, xfers, iters, total, time,
 // Gb/sec (both directions) and usec/xfer (one way).
@@ -49,6 +51,7 @@ type options struct {
 	txSeq, rxSeq  uint8
 	buf           []byte
 	connectTimout time.Duration
+	keepalive     int // seconds; 0 off
 }
 
 const usage = `usage: rstream
@@ -62,6 +65,7 @@ const usage = `usage: rstream
 	[-C transfer_count]
 	[-S transfer_size or all]
 	[-p port_number]
+	[-k keepalive_time]
 	[-T test_option]
 	    s|sockets - use standard tcp/ip sockets
 	    a|async - asynchronous operation (use poll)
@@ -129,8 +133,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return bad()
 			}
 		case 'k':
-			fmt.Fprintln(stderr, "rstream: -k (keepalive) is not implemented")
-			return 1
+			if o.keepalive, ok = num(e.Arg); !ok {
+				return bad()
+			}
 		case 'T':
 			switch e.Arg {
 			case "s", "socket":
@@ -144,10 +149,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.all {
-		o.sizes = append(o.sizes, 64)
-		for k := 7; k <= 22; k++ {
-			o.sizes = append(o.sizes, 1<<k, 1<<k+1<<(k-1))
-		}
+		o.sizes = allSizes()
 	} else {
 		o.sizes = []int{64, 4096, 65536, 1 << 20}
 	}
@@ -206,14 +208,31 @@ func (o *options) listen() (net.Listener, error) {
 		addr = "0.0.0.0:" + strconv.Itoa(o.port)
 	}
 	if o.tcp {
-		return net.Listen("tcp", addr)
+		lc := net.ListenConfig{KeepAlive: o.keepaliveTime()}
+		return lc.Listen(context.Background(), "tcp", addr)
 	}
 	lc := rsocket.ListenConfig{Config: o.config(), Backlog: 1}
 	return lc.Listen(context.Background(), addr)
 }
 
 func (o *options) config() rsocket.Config {
-	return rsocket.Config{SendBuffer: 2 * o.buffer, RecvBuffer: 2 * o.buffer, Inline: o.inline}
+	return rsocket.Config{SendBuffer: 2 * o.buffer, RecvBuffer: 2 * o.buffer, Inline: o.inline,
+		KeepAlive: time.Duration(o.keepalive) * time.Second}
+}
+
+// keepaliveTime is -k as a duration: -1 (off) for net's configs when 0.
+func (o *options) keepaliveTime() time.Duration {
+	if o.keepalive == 0 {
+		return -1
+	}
+	return time.Duration(o.keepalive) * time.Second
+}
+
+// showKeepalive prints what rstream prints after setting -k on a socket.
+func (o *options) showKeepalive() {
+	if o.keepalive != 0 {
+		fmt.Fprintf(o.stdout, "Keepalive: ON\n  time: %d\n", o.keepalive)
+	}
 }
 
 // session makes one connection (accepts one, on the server) and runs f.
@@ -221,7 +240,10 @@ func (o *options) session(l net.Listener, f func(net.Conn) error) error {
 	var c net.Conn
 	var err error
 	if l != nil {
-		c, err = l.Accept()
+		o.showKeepalive() // rstream sets it on the listener before each accept
+		if c, err = l.Accept(); err == nil {
+			o.showKeepalive()
+		}
 	} else {
 		c, err = o.dial()
 	}
@@ -240,8 +262,10 @@ func (o *options) session(l net.Listener, f func(net.Conn) error) error {
 
 func (o *options) dial() (net.Conn, error) {
 	addr := net.JoinHostPort(o.dst, strconv.Itoa(o.port))
+	o.showKeepalive()
 	if o.tcp {
-		return net.Dial("tcp", addr)
+		d := net.Dialer{KeepAlive: o.keepaliveTime()}
+		return d.Dial("tcp", addr)
 	}
 	d := rsocket.Dialer{Config: o.config()}
 	if o.src != "" {
@@ -318,6 +342,16 @@ func (o *options) xfer(c net.Conn, send bool, size int) error {
 		}
 	}
 	return nil
+}
+
+// allSizes is rstream's -S all list: 64, then 2^k and 2^k + 2^(k-1) for
+// k = 7..22 (128, 192 ... 4 MiB, 6 MiB).
+func allSizes() []int {
+	s := []int{64}
+	for k := 7; k <= 22; k++ {
+		s = append(s, 1<<k, 1<<k+1<<(k-1))
+	}
+	return s
 }
 
 func sizeToCount(size int) int {

@@ -56,6 +56,19 @@ func TestTCP(t *testing.T) {
 	t.Log(cout)
 }
 
+// TestTCPKeepalive: -k prints what rstream prints when it sets
+// keepalive, on the client after its header.
+func TestTCPKeepalive(t *testing.T) {
+	cout := loopback(t, "-p", "47473", "-T", "s", "-k", "7", "-S", "100", "-C", "2", "-I", "1")
+	lines := strings.Split(cout, "\n")
+	if diff := cmp.Diff([]string{"Keepalive: ON", "  time: 7"}, lines[1:3]); diff != "" {
+		t.Errorf("client output (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(lines[3], "custom ") {
+		t.Errorf("row %q", lines[3])
+	}
+}
+
 // loopback runs a server and a client with args over kernel TCP on
 // 127.0.0.1, on a port free when the test starts, and returns the
 // client's output. The client starts once the server listens.

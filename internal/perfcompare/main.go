@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/perfstat"
 	"github.com/goverbs/goverbs/internal/testvm"
 )
 
@@ -188,13 +189,8 @@ func measure(ctx context.Context, o options) (*rawRun, error) {
 	}
 	defer os.RemoveAll(dir)
 	ibperf, self := filepath.Join(dir, "ibperf"), filepath.Join(dir, "perfcompare")
-	for _, b := range [][2]string{{ibperf, "./cmd/ibperf"}, {self, "./internal/perfcompare"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("go build %s: %w", b[1], err)
-		}
+	if err := perfstat.BuildStatic(ctx, map[string]string{ibperf: "./cmd/ibperf", self: "./internal/perfcompare"}); err != nil {
+		return nil, err
 	}
 	for _, k := range o.kernels {
 		var stdout bytes.Buffer

@@ -128,6 +128,12 @@ func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-cha
 // statuses and carries the last lines of each output; a server that exits
 // before listening is reported with its output.
 func RunPair(ctx context.Context, port int, server, client, clientEnv []string) (cliOut, srvOut string, err error) {
+	return RunPairWhen(ctx, func() bool { return Listening(port) }, server, client, clientEnv)
+}
+
+// RunPairWhen is RunPair with the client started once listening reports
+// true (e.g. CMListening for an rdma_cm server, which has no socket).
+func RunPairWhen(ctx context.Context, listening func() bool, server, client, clientEnv []string) (cliOut, srvOut string, err error) {
 	start := func(argv, env []string) (*exec.Cmd, *bytes.Buffer, error) {
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(append(os.Environ(), "IBV_DRIVERS=rxe"), env...)
@@ -142,7 +148,7 @@ func RunPair(ctx context.Context, port int, server, client, clientEnv []string) 
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
-	for !Listening(port) {
+	for !listening() {
 		select {
 		case err := <-srvDone:
 			return "", so.String(), fmt.Errorf("server ended before listening: %v: %s", err, so)
