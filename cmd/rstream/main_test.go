@@ -59,7 +59,7 @@ func TestTCP(t *testing.T) {
 // TestTCPKeepalive: -k prints what rstream prints when it sets
 // keepalive, on the client after its header.
 func TestTCPKeepalive(t *testing.T) {
-	cout := loopback(t, "-p", "47473", "-T", "s", "-k", "7", "-S", "100", "-C", "2", "-I", "1")
+	cout := loopback(t, "-T", "s", "-k", "7", "-S", "100", "-C", "2", "-I", "1")
 	lines := strings.Split(cout, "\n")
 	if diff := cmp.Diff([]string{"Keepalive: ON", "  time: 7"}, lines[1:3]); diff != "" {
 		t.Errorf("client output (-want +got):\n%s", diff)
@@ -79,11 +79,15 @@ func loopback(t *testing.T, args ...string) string {
 	var sout, serr bytes.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(append([]string{"rstream", "-b", "127.0.0.1"}, args...), &sout, &serr) }()
+	deadline := time.Now().Add(time.Minute)
 	for !vmproc.Listening(port) {
 		select {
 		case rc := <-done:
 			t.Fatalf("server ended (exit %d) before listening: %s %s", rc, sout.String(), serr.String())
 		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on port %d a minute after the server started: %s %s", port, sout.String(), serr.String())
 		}
 	}
 	var cout, cerr bytes.Buffer

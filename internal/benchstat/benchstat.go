@@ -16,6 +16,14 @@ func Median(v []float64) float64 {
 	return (s[(n-1)/2] + s[n/2]) / 2
 }
 
+// MinMax is the smallest and largest of v, 0 and 0 for none.
+func MinMax(v []float64) (lo, hi float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	return slices.Min(v), slices.Max(v)
+}
+
 // Separate reports whether the ranges of two non-empty samples do not
 // overlap.
 func Separate(a, b []float64) bool {

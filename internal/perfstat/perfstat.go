@@ -1,6 +1,7 @@
 // Package perfstat holds what the VM benchmark harnesses (perfcompare,
 // rsockperf) share on the host side: reading the guest's JSON result
-// lines, showing them as they come, and medians and ranges.
+// lines and showing them as they come (medians and ranges are
+// internal/benchstat's).
 package perfstat
 
 import (
@@ -13,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 )
 
@@ -29,32 +29,6 @@ func BuildStatic(ctx context.Context, bins map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// Median returns the median of v (the mean of the middle two for an even
-// count), 0 for none.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// MinMax returns the smallest and largest of v, 0 and 0 for none.
-func MinMax(v []float64) (lo, hi float64) {
-	if len(v) == 0 {
-		return 0, 0
-	}
-	lo, hi = v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
 }
 
 // ParseLines decodes the JSON after prefix on each line of out that

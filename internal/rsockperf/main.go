@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/benchstat"
 	"github.com/goverbs/goverbs/internal/perfstat"
 	"github.com/goverbs/goverbs/internal/testvm"
 )
@@ -228,12 +229,12 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		cell := func(tool string) string {
-			lo, hi := perfstat.MinMax(r.All[tool])
-			return fmt.Sprintf("%.2f (%.2f–%.2f)", perfstat.Median(r.All[tool]), lo, hi)
+			lo, hi := benchstat.MinMax(r.All[tool])
+			return fmt.Sprintf("%.2f (%.2f–%.2f)", benchstat.Median(r.All[tool]), lo, hi)
 		}
 		ratio := "–"
-		if c := perfstat.Median(r.All["c"]); c != 0 {
-			ratio = fmt.Sprintf("%.3f", perfstat.Median(r.All["go"])/c)
+		if c := benchstat.Median(r.All["c"]); c != 0 {
+			ratio = fmt.Sprintf("%.3f", benchstat.Median(r.All["go"])/c)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d/%d/%d | %s |\n", r.Case, units[r.Metric], cell("go"), cell("c"),
 			ratio, cell("tcp"), len(r.All["go"]), len(r.All["c"]), len(r.All["tcp"]), r.Interop)

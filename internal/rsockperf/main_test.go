@@ -7,7 +7,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/leakcheck"
 )
+
+// TestMain fails the package if its tests leave file descriptors or
+// /dev/infiniband mappings behind.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestValue(t *testing.T) {
 	out := "name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer\n" +
