@@ -91,7 +91,7 @@ const perftestCalibration = "Correlation coefficient r^2"
 
 // run runs the pair and fails the test on a non-zero exit. A pair whose C
 // side gave up only because perftest could not calibrate its clock is run
-// again (twice at most): that is the host's load, not the exchange.
+// again (four times at most; a loaded host failed three runs of one pair in a row): that is the host's load, not the exchange.
 func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
@@ -105,7 +105,7 @@ func (tc pairCase) run(t *testing.T) (srv, cli result) {
 				calibration = true
 			}
 		}
-		if !calibration || attempt == 3 || t.Failed() {
+		if !calibration || attempt == 5 || t.Failed() {
 			break
 		}
 		t.Logf("attempt %d: perftest could not calibrate its clock on the loaded host; running the pair again", attempt)
