@@ -91,7 +91,8 @@ const perftestCalibration = "Correlation coefficient r^2"
 
 // run runs the pair and fails the test on a non-zero exit. A pair whose C
 // side gave up only because perftest could not calibrate its clock is run
-// again (four times at most; a loaded host failed three runs of one pair in a row): that is the host's load, not the exchange.
+// again, four times at most (a loaded host once failed three runs of one
+// pair in a row): that is the host's load, not the exchange.
 func (tc pairCase) run(t *testing.T) (srv, cli result) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
