@@ -329,6 +329,7 @@ func runVariantPairs(t *testing.T, variants []variant, pairs [][2]side, cross bo
 // against perftest in both roles and against itself.
 func TestFlagsVM(t *testing.T) {
 	requireVM(t)
+	vmenv.OncePerKernel(t)
 	runVariants(t, []variant{
 		{"write_bw", []string{"-b", "-n", "400", "-s", "4096"}},
 		{"send_bw", []string{"-b", "-n", "400", "-s", "4096"}},
@@ -523,6 +524,7 @@ func TestInteropRDMACMVM(t *testing.T) {
 // the server's address through vb.
 func TestInteropRDMACMCrossVM(t *testing.T) {
 	requireVM(t)
+	vmenv.OncePerKernel(t)
 	vmenv.RequireCM(t)
 	vmenv.RouteAcross(t)
 	before := map[string]int{}

@@ -56,6 +56,7 @@ func TestInteropVM(t *testing.T) {
 // single custom test, so each size is one custom run with few transfers:
 // both tools must print that size's row and no verification failure.
 func TestInteropSizesVM(t *testing.T) {
+	vmenv.OncePerKernel(t)
 	vmenv.RequireDevice(t, vmenv.RXE0)
 	vmenv.RequireDevice(t, vmenv.RXE1)
 	sizes := []int{1}

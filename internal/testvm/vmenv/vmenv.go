@@ -169,3 +169,17 @@ func CaptureStdout(t testing.TB, f func()) string {
 	r.Close()
 	return out
 }
+
+// OncePerKernel skips the test in make vmtest's pass with
+// GOVERBS_TRANSPORT=write. It is for long interop tests of a wire protocol
+// (a peer's messages, perftest's and rstream's exchanges): the transport
+// changes only how verbs commands reach the kernel, which the ioctl pass
+// and the uverbs tests of both passes cover, so running them twice per
+// kernel only lengthens CI. Run directly (no GOVERBS_TRANSPORT), the test
+// runs.
+func OncePerKernel(t testing.TB) {
+	t.Helper()
+	if os.Getenv("GOVERBS_TRANSPORT") == "write" {
+		t.Skip("wire interop: runs in the ioctl pass of each kernel, not again with GOVERBS_TRANSPORT=write")
+	}
+}
