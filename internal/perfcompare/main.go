@@ -181,8 +181,8 @@ func measure(ctx context.Context, o options) (*rawRun, error) {
 	if len(selectCases(o.only)) == 0 {
 		return nil, fmt.Errorf("-only %q: no such case", o.only)
 	}
-	run := &rawRun{Date: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx), Command: command(),
-		LoadBefore: loadavg(), Reps: o.reps, SweepReps: o.sweepReps, SweepIters: o.sweepN, Devices: o.devices}
+	run := &rawRun{Date: time.Now().UTC().Format(time.RFC3339), Commit: perfstat.Commit(ctx), Command: command(),
+		LoadBefore: perfstat.LoadAvg(), Reps: o.reps, SweepReps: o.sweepReps, SweepIters: o.sweepN, Devices: o.devices}
 	dir, err := os.MkdirTemp("", "perfcompare-")
 	if err != nil {
 		return nil, err
@@ -200,7 +200,8 @@ func measure(ctx context.Context, o options) (*rawRun, error) {
 		started := time.Now()
 		res, err := testvm.Run(ctx, testvm.Config{
 			Kernel: k, Program: self, Args: args, Adds: []testvm.Add{{Host: ibperf}},
-			Stdout: io.MultiWriter(&stdout, progress{os.Stderr}), Stderr: os.Stderr,
+			Stdout: io.MultiWriter(&stdout, perfstat.Progress{W: os.Stderr, Prefix: linePrefix},
+				perfstat.Progress{W: os.Stderr, Prefix: sweepPrefix}), Stderr: os.Stderr,
 			Returns: profilePaths(o.profile), Timeout: 4 * time.Hour,
 		})
 		if err != nil {
@@ -219,7 +220,7 @@ func measure(ctx context.Context, o options) (*rawRun, error) {
 			return nil, err
 		}
 	}
-	run.LoadAfter = loadavg()
+	run.LoadAfter = perfstat.LoadAvg()
 	return run, nil
 }
 
@@ -241,20 +242,6 @@ func printProfiles(ctx context.Context, ibperf, kernel, profile string) error {
 	return nil
 }
 
-// commit is HEAD's short hash, "-dirty" added when tracked files differ
-// from it.
-func commit(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	c := strings.TrimSpace(string(out))
-	if exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD").Run() != nil {
-		c += "-dirty"
-	}
-	return c
-}
-
 // command is how this run was started, as one could type it again.
 func command() string {
 	args := []string{"go run ./internal/perfcompare"}
@@ -265,28 +252,6 @@ func command() string {
 		args = append(args, a)
 	}
 	return strings.Join(args, " ")
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// progress shows the guest's measurement lines as they come, shortened.
-type progress struct{ w io.Writer }
-
-func (p progress) Write(b []byte) (int, error) {
-	for _, l := range strings.Split(string(b), "\n") {
-		if s, ok := strings.CutPrefix(l, linePrefix); ok {
-			fmt.Fprintln(p.w, "  ", s)
-		} else if s, ok := strings.CutPrefix(l, sweepPrefix); ok {
-			fmt.Fprintln(p.w, "   sweep", s)
-		}
-	}
-	return len(b), nil
 }
 
 // profilePath is where the guest writes the profile of a case; the harness

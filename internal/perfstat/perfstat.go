@@ -69,3 +69,26 @@ func (p Progress) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Commit is HEAD's short hash, "-dirty" added when tracked files differ
+// from it: the code a run measured.
+func Commit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
+}
+
+// LoadAvg is the host's /proc/loadavg, for a run's report.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}

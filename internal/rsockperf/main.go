@@ -130,8 +130,8 @@ func hostMain(ctx context.Context, kernels []string, reps int, only, doc string)
 	if only != "" {
 		onlyArg = fmt.Sprintf(" -only %q", only)
 	}
-	fmt.Fprintf(w, "Measured %s with `go run ./internal/rsockperf -kernels %s -reps %d%s`.\n",
-		time.Now().UTC().Format("2006-01-02"), strings.Join(kernels, ","), reps, onlyArg)
+	fmt.Fprintf(w, "Measured %s with `go run ./internal/rsockperf -kernels %s -reps %d%s` at commit %s, host load average %s at the start.\n",
+		time.Now().UTC().Format("2006-01-02"), strings.Join(kernels, ","), reps, onlyArg, perfstat.Commit(ctx), perfstat.LoadAvg())
 	for _, k := range kernels {
 		var stdout bytes.Buffer
 		fmt.Fprintf(os.Stderr, "rsockperf: kernel %s: booting (%d repetitions)\n", k, reps)
