@@ -332,15 +332,11 @@ func (c *Conn) watchCM(ctx context.Context) {
 	// The peer's last data may still be in the CQ, not yet processed: a
 	// peer's Close sends its DISCONNECT and waits for it to complete
 	// before it disconnects, so what it wrote has completions here.
-	c.pollMu.Lock()
 	for {
-		n, err := c.cq.Poll(c.wcs[:])
-		if err != nil || n == 0 {
+		if n, err := c.pollOnce(); err != nil || n == 0 {
 			break
 		}
-		c.process(c.wcs[:n])
 	}
-	c.pollMu.Unlock()
 	c.mu.Lock()
 	c.peerGone = true
 	c.rx.eof = true
@@ -349,23 +345,29 @@ func (c *Conn) watchCM(ctx context.Context) {
 	notify(c.wrdy)
 }
 
+// pollOnce polls the CQ once and processes what it gave, under pollMu
+// (the pump and watchCM's last drain both poll).
+func (c *Conn) pollOnce() (int, error) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	n, err := c.cq.Poll(c.wcs[:])
+	if err == nil && n > 0 {
+		c.process(c.wcs[:n])
+	}
+	return n, err
+}
+
 // pump processes completions and waits on the completion channel (parked
 // on the netpoller) until the connection closes.
 func (c *Conn) pump(ctx context.Context) {
 	defer close(c.pumpDone)
 	armed := false
 	for {
-		c.pollMu.Lock()
-		n, err := c.cq.Poll(c.wcs[:])
+		n, err := c.pollOnce()
 		if err != nil {
-			c.pollMu.Unlock()
 			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
 			return
 		}
-		if n > 0 {
-			c.process(c.wcs[:n])
-		}
-		c.pollMu.Unlock()
 		if n > 0 {
 			continue
 		}
