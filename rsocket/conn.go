@@ -302,14 +302,15 @@ func (c *Conn) sentSeq() uint32 { return uint32(c.sseqNo) + c.ctrlSeq<<16 }
 // error completion fails the connection.
 func (c *Conn) keepAlive() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.err != nil || c.peerGone {
+		c.mu.Unlock()
 		return
 	}
 	if seq := c.sentSeq(); seq == c.kaSeq && c.ctrlAvail > 0 {
 		c.sendWR[0] = uverbs.SendWR{ID: wrKeep, Opcode: uverbs.WRRDMAWrite}
 		if err := c.qp.PostSend(c.sendWR[:]); err != nil {
-			c.err = fmt.Errorf("rsocket: sending a keepalive: %w", err)
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("rsocket: sending a keepalive: %w", err)) // and wake Read and Write
 			return
 		}
 		c.ctrlSeq++
@@ -318,6 +319,7 @@ func (c *Conn) keepAlive() {
 	}
 	c.kaSeq = c.sentSeq()
 	c.kaTimer.Reset(c.cfg.KeepAlive)
+	c.mu.Unlock()
 }
 
 // watchCM marks the connection gone when the CM reports a disconnect
