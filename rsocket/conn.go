@@ -144,13 +144,23 @@ type Conn struct {
 	closed     bool
 	discPosted bool
 
-	rdy, wrdy  chan struct{}
-	done       chan struct{} // closed by Close
-	discDone   chan struct{}
-	pumpDone   chan struct{}
-	cancelPump context.CancelFunc
-	closeOnce  sync.Once
-	closeErr   error
+	// Completions are polled by the goroutine that needs them, as
+	// librdmacm's callers do: a Read or Write that cannot go on polls the
+	// CQ, and one of them at a time (the waiter) arms it and sleeps on the
+	// completion channel; the others sleep on their wake-up channel (rdy,
+	// wrdy, cdy for Close), which the waiter signals when it stops
+	// waiting. Under mu: waiting, armed.
+	rdy, wrdy, cdy chan struct{}
+	waiting        bool           // a goroutine is in cch.Wait
+	armed          bool           // the CQ is armed and its event not yet read
+	waiters        sync.WaitGroup // the goroutine in cch.Wait; Close waits for it
+	waitCtx        context.Context
+	done           chan struct{} // closed by Close
+	discDone       chan struct{}
+	cancelCM       context.CancelFunc
+	freed          bool // under pollMu: the CQ is destroyed
+	closeOnce      sync.Once
+	closeErr       error
 
 	// keepalive: the timer, what was sent at its last tick, and the
 	// keepalives sent and acknowledged by the peer
@@ -199,8 +209,8 @@ func (r *chanRef) release() {
 // and posts the receives.
 func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	c = &Conn{cfg: cfg, id: id,
-		rdy: make(chan struct{}, 1), wrdy: make(chan struct{}, 1),
-		done: make(chan struct{}), discDone: make(chan struct{}), pumpDone: make(chan struct{})}
+		rdy: make(chan struct{}, 1), wrdy: make(chan struct{}, 1), cdy: make(chan struct{}, 1),
+		done: make(chan struct{}), discDone: make(chan struct{})}
 	ctx, err := id.Context()
 	if err != nil {
 		return c, err
@@ -277,7 +287,8 @@ func (c *Conn) start(peer connData) {
 	c.sseqComp = peer.Credits
 	c.tgt = peer.DataBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancelPump = cancel
+	c.cancelCM = cancel
+	c.waitCtx = ctx
 	c.laddr = tcpAddr(c.id.LocalAddr())
 	c.raddr = tcpAddr(c.id.RemoteAddr())
 	c.chRef.hold()
@@ -288,7 +299,6 @@ func (c *Conn) start(peer connData) {
 		c.kaTimer = time.AfterFunc(c.cfg.KeepAlive, c.keepAlive)
 	}
 	c.mu.Unlock()
-	go c.pump(ctx)
 	go c.watchCM(ctx)
 }
 
@@ -301,6 +311,12 @@ func (c *Conn) sentSeq() uint32 { return uint32(c.sseqNo) + c.ctrlSeq<<16 }
 // (rsocket's tcp_svc_send_keepalive). Its completion frees the slot; an
 // error completion fails the connection.
 func (c *Conn) keepAlive() {
+	// Nobody may be reading or writing: the completions of the last
+	// keepalives free their control slots here.
+	if _, err := c.pollOnce(); err != nil {
+		c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+		return
+	}
 	c.mu.Lock()
 	if c.closed || c.err != nil || c.peerGone {
 		c.mu.Unlock()
@@ -342,16 +358,20 @@ func (c *Conn) watchCM(ctx context.Context) {
 	c.mu.Lock()
 	c.peerGone = true
 	c.rx.eof = true
+	c.kickLocked()
 	c.mu.Unlock()
 	notify(c.rdy)
 	notify(c.wrdy)
 }
 
 // pollOnce polls the CQ once and processes what it gave, under pollMu
-// (the pump and watchCM's last drain both poll).
+// (Read, Write, Close, the keepalive and watchCM's last drain all poll).
 func (c *Conn) pollOnce() (int, error) {
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
+	if c.freed {
+		return 0, nil
+	}
 	n, err := c.cq.Poll(c.wcs[:])
 	if err == nil && n > 0 {
 		c.process(c.wcs[:n])
@@ -359,33 +379,102 @@ func (c *Conn) pollOnce() (int, error) {
 	return n, err
 }
 
-// pump processes completions and waits on the completion channel (parked
-// on the netpoller) until the connection closes.
-func (c *Conn) pump(ctx context.Context) {
-	defer close(c.pumpDone)
-	armed := false
-	for {
+// spinPolls is how many times await polls the CQ before it sleeps
+// (librdmacm spins for 10 µs): a completion due in a moment costs no
+// arming and no wake-up.
+const spinPolls = 16
+
+// await returns when the caller (Read, Write, CloseWrite, Close) may be
+// able to go on: completions were processed, the deadline dl (unix nanos,
+// 0 none) passed, the connection failed or is closing, or another
+// goroutine handed over. mine is the caller's wake-up channel. The caller
+// rechecks its condition and calls again.
+func (c *Conn) await(mine chan struct{}, dl int64) {
+	for i := 0; i < spinPolls; i++ {
 		n, err := c.pollOnce()
 		if err != nil {
 			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
 			return
 		}
 		if n > 0 {
-			continue
-		}
-		if !armed {
-			if err := c.cq.RequestNotify(false); err != nil {
-				c.fail(fmt.Errorf("rsocket: arming the CQ: %w", err))
-				return
-			}
-			armed = true
-			continue // poll once more: a completion may have come before arming
-		}
-		if _, err := c.cch.Wait(ctx); err != nil {
 			return
 		}
-		c.cq.AckEvents(1)
-		armed = false
+	}
+	c.mu.Lock()
+	if c.closed || c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	if c.waiting {
+		// Another goroutine sleeps on the channel; it wakes this one when
+		// it stops, and what it processes for this one signals mine.
+		// The caller's deadline timer signals mine too.
+		c.mu.Unlock()
+		select {
+		case <-mine:
+		case <-c.done:
+		}
+		return
+	}
+	c.waiting = true
+	c.waiters.Add(1)
+	arm := !c.armed
+	c.armed = true
+	var wdl time.Time
+	if dl != 0 {
+		wdl = time.Unix(0, dl)
+	}
+	err := c.cch.SetDeadline(wdl)
+	c.mu.Unlock()
+	defer c.stopWaiting(mine)
+	if err != nil {
+		c.fail(fmt.Errorf("rsocket: completion channel: %w", err))
+		return
+	}
+	if arm {
+		if err := c.cq.RequestNotify(false); err != nil {
+			c.fail(fmt.Errorf("rsocket: arming the CQ: %w", err))
+			return
+		}
+		// A completion may have come before the CQ was armed.
+		if n, err := c.pollOnce(); err != nil || n > 0 {
+			if err != nil {
+				c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+			}
+			return
+		}
+	}
+	if _, err := c.cch.Wait(c.waitCtx); err != nil {
+		return // a deadline, a kick, Close: the caller looks
+	}
+	c.cq.AckEvents(1)
+	c.mu.Lock()
+	c.armed = false
+	c.mu.Unlock()
+	if _, err := c.pollOnce(); err != nil {
+		c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+	}
+}
+
+// stopWaiting ends a goroutine's turn on the completion channel and wakes
+// the other callers, so that one of them waits next if it still must.
+func (c *Conn) stopWaiting(mine chan struct{}) {
+	c.mu.Lock()
+	c.waiting = false
+	c.mu.Unlock()
+	c.waiters.Done()
+	for _, ch := range [...]chan struct{}{c.rdy, c.wrdy, c.cdy} {
+		if ch != mine {
+			notify(ch)
+		}
+	}
+}
+
+// kickLocked wakes the goroutine waiting on the completion channel, if
+// any, to look at the connection's state again. Holds mu.
+func (c *Conn) kickLocked() {
+	if c.waiting {
+		c.cch.SetDeadline(time.Unix(1, 0))
 	}
 }
 
@@ -395,6 +484,7 @@ func (c *Conn) fail(err error) {
 	if c.err == nil && !c.closed {
 		c.err = err
 	}
+	c.kickLocked()
 	c.mu.Unlock()
 	notify(c.rdy)
 	notify(c.wrdy)
@@ -481,12 +571,24 @@ func (c *Conn) process(wcs []uverbs.WC) {
 		}
 	}
 	c.sendCredits()
+	if c.err != nil {
+		c.kickLocked()
+	}
 	c.mu.Unlock()
 	if rd {
 		notify(c.rdy)
 	}
 	if wr {
 		notify(c.wrdy)
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -583,13 +685,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		c.mu.Unlock()
-		if d := c.rdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+		d := c.rdl.Load()
+		if d != 0 && time.Now().UnixNano() >= d {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		select {
-		case <-c.rdy:
-		case <-c.done:
-		}
+		c.await(c.rdy, d)
 	}
 }
 
@@ -655,13 +755,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 			continue
 		}
 		c.mu.Unlock()
-		if d := c.wdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+		d := c.wdl.Load()
+		if d != 0 && time.Now().UnixNano() >= d {
 			return done, c.opErr("write", os.ErrDeadlineExceeded)
 		}
-		select {
-		case <-c.wrdy:
-		case <-c.done:
-		}
+		c.await(c.wrdy, d)
 	}
 	return done, nil
 }
@@ -741,10 +839,7 @@ func (c *Conn) CloseWrite() error {
 			return nil
 		}
 		c.mu.Unlock()
-		select {
-		case <-c.wrdy:
-		case <-c.done:
-		}
+		c.await(c.wrdy, 0)
 	}
 }
 
@@ -763,21 +858,30 @@ func (c *Conn) Close() error {
 func (c *Conn) close() error {
 	c.mu.Lock()
 	posted := false
-	if c.err == nil && !c.peerGone && c.qp != nil && c.cancelPump != nil {
+	if c.err == nil && !c.peerGone && c.qp != nil && c.cancelCM != nil {
 		posted = c.postCtrl(ctrlDisconn, wrDisc)
 		c.discPosted = posted
 	}
 	c.mu.Unlock()
 	if posted {
-		t := time.NewTimer(closeWait)
-		select {
-		case <-c.discDone:
-		case <-t.C:
+		// Its completion comes through whoever polls: this goroutine, or
+		// a Read or Write waiting on the channel.
+		dl := time.Now().Add(closeWait).UnixNano()
+		t := time.AfterFunc(closeWait, func() { notify(c.cdy) })
+		defer t.Stop()
+		for !isClosed(c.discDone) && time.Now().UnixNano() < dl {
+			c.await(c.cdy, dl)
+			c.mu.Lock()
+			failed := c.err != nil
+			c.mu.Unlock()
+			if failed {
+				break
+			}
 		}
-		t.Stop()
 	}
 	c.mu.Lock()
 	c.closed = true
+	c.kickLocked()
 	c.mu.Unlock()
 	close(c.done)
 	c.rtimer.Stop()
@@ -785,16 +889,19 @@ func (c *Conn) close() error {
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 	}
-	if c.cancelPump != nil {
+	if c.cancelCM != nil {
 		c.id.Disconnect() // QP to ERR, DREQ; refused when already gone
-		c.cancelPump()
-		<-c.pumpDone
+		c.cancelCM()      // also ends a wait on the completion channel
 	}
+	c.waiters.Wait()
 	return c.free()
 }
 
 // free destroys the verbs objects and the ID, children first.
 func (c *Conn) free() error {
+	c.pollMu.Lock()
+	c.freed = true
+	c.pollMu.Unlock()
 	var errs []error
 	keep := func(err error) {
 		if err != nil && !errors.Is(err, uverbs.ErrClosed) && !errors.Is(err, uverbs.ErrDeviceRemoved) {
@@ -820,7 +927,7 @@ func (c *Conn) free() error {
 		keep(c.pd.Close())
 	}
 	keep(c.id.Close())
-	if c.cancelPump != nil {
+	if c.cancelCM != nil {
 		c.chRef.release()
 	}
 	return errors.Join(errs...)
@@ -847,26 +954,31 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // matching os.ErrDeadlineExceeded once t passes; the zero time clears it.
 // The connection stays usable.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	setDeadline(&c.rdl, c.rtimer, c.rdy, t)
+	c.setDeadline(&c.rdl, c.rtimer, c.rdy, t)
 	return nil
 }
 
 // SetWriteDeadline is SetReadDeadline for Write.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	setDeadline(&c.wdl, c.wtimer, c.wrdy, t)
+	c.setDeadline(&c.wdl, c.wtimer, c.wrdy, t)
 	return nil
 }
 
-func setDeadline(dl *atomic.Int64, tm *time.Timer, ch chan struct{}, t time.Time) {
+func (c *Conn) setDeadline(dl *atomic.Int64, tm *time.Timer, ch chan struct{}, t time.Time) {
 	tm.Stop()
 	if t.IsZero() {
 		dl.Store(0)
-		return
-	}
-	dl.Store(t.UnixNano())
-	if d := time.Until(t); d > 0 {
-		tm.Reset(d)
 	} else {
-		notify(ch)
+		dl.Store(t.UnixNano())
+		if d := time.Until(t); d > 0 {
+			tm.Reset(d)
+		} else {
+			notify(ch)
+		}
 	}
+	// A goroutine waiting on the completion channel took the old
+	// deadline with it: wake it to take the new one.
+	c.mu.Lock()
+	c.kickLocked()
+	c.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,10 @@ func TestManyConnsVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every connection is closed, on both sides, before the test ends
+	// (TestMain's leak check follows).
+	var servers sync.WaitGroup
+	defer servers.Wait()
 	defer l.Close()
 	go func() {
 		for {
@@ -91,7 +96,8 @@ func TestManyConnsVM(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			servers.Add(1)
+			go func() { io.Copy(c, c); c.Close(); servers.Done() }()
 		}
 	}()
 	errs := make(chan error, n)
@@ -103,24 +109,11 @@ func TestManyConnsVM(t *testing.T) {
 				errs <- err
 				return
 			}
-			defer c.Close()
-			msg := make([]byte, 50000+i)
-			for j := range msg {
-				msg[j] = byte(i + j)
+			err = echo(c, i)
+			if cerr := c.Close(); err == nil {
+				err = cerr
 			}
-			go c.Write(msg)
-			got := make([]byte, len(msg))
-			if _, err := io.ReadFull(c, got); err != nil {
-				errs <- err
-				return
-			}
-			for j := range got {
-				if got[j] != msg[j] {
-					errs <- fmt.Errorf("conn %d: byte %d differs", i, j)
-					return
-				}
-			}
-			errs <- nil
+			errs <- err
 		}(i)
 	}
 	for i := 0; i < n; i++ {
@@ -128,6 +121,30 @@ func TestManyConnsVM(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// echo writes a stream of 50000+i bytes on c and checks that the peer
+// echoes it.
+func echo(c net.Conn, i int) error {
+	msg := make([]byte, 50000+i)
+	for j := range msg {
+		msg[j] = byte(i + j)
+	}
+	werr := make(chan error, 1)
+	go func() { _, err := c.Write(msg); werr <- err }()
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	for j := range got {
+		if got[j] != msg[j] {
+			return fmt.Errorf("conn %d: byte %d differs", i, j)
+		}
+	}
+	return nil
 }
 
 // BenchmarkReadWriteVM measures 4 KiB Writes to a peer that reads them
@@ -149,6 +166,36 @@ func BenchmarkReadWriteVM(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPingPongVM measures 64 B round trips: the client writes, the
+// server echoes, the client reads (a blocked Read on each side per trip,
+// rstream's latency test).
+func BenchmarkPingPongVM(b *testing.B) {
+	requireVM(b)
+	client, server := pair(b, ListenConfig{}, fromB)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(server, buf); err != nil {
+				return
+			}
+			if _, err := server.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
 			b.Fatal(err)
 		}
 	}

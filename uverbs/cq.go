@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 	"weak"
 
@@ -88,6 +89,24 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	return cq, nil
 }
 
+// SetDeadline sets a time after which Wait returns an error matching
+// os.ErrDeadlineExceeded, for a Wait blocked at that moment as for later
+// ones; the context given to Wait still applies too. A time in the past
+// wakes a blocked Wait at once, so another goroutine can hand the waiter
+// news (a deadline of its own that changed, a shutdown) without a context
+// per wait. The zero time clears it, as net.Conn's deadlines do.
+func (ch *CompChannel) SetDeadline(t time.Time) error {
+	if ch == nil {
+		return errNilChannel
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed || ch.released {
+		return fmt.Errorf("uverbs: completion channel: %w", ErrClosed)
+	}
+	return ch.waker.setOwn(t, ch.file)
+}
+
 // Close destroys the channel. It fails with ErrBusy while CQs use it.
 func (ch *CompChannel) Close() error {
 	if ch == nil {
@@ -166,6 +185,11 @@ type CQ struct {
 	eventsAck atomic.Uint32
 
 	waiting chan struct{} // one Wait at a time (a token, so waiting honours ctx)
+
+	// RequestNotify's command, kept so that arming allocates nothing
+	armMu  sync.Mutex
+	armReq abi.ReqNotifyCQ
+	armCmd transport.Write
 
 	mu     sync.Mutex
 	closed bool
@@ -298,11 +322,14 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if a, ok := cq.prov.(interface{ Arm(bool) error }); ok {
 		return a.Arm(solicitedOnly)
 	}
-	req := abi.ReqNotifyCQ{CQHandle: cq.handle}
+	cq.armMu.Lock()
+	defer cq.armMu.Unlock()
+	cq.armReq = abi.ReqNotifyCQ{CQHandle: cq.handle}
 	if solicitedOnly {
-		req.SolicitedOnly = 1
+		cq.armReq.SolicitedOnly = 1
 	}
-	return cq.ctx.conn.Write("req_notify_cq", &transport.Write{Cmd: abi.CmdReqNotifyCQ, In: asBytes(&req), CoreIn: int(unsafe.Sizeof(req))})
+	cq.armCmd = transport.Write{Cmd: abi.CmdReqNotifyCQ, In: asBytes(&cq.armReq), CoreIn: int(unsafe.Sizeof(cq.armReq))}
+	return cq.ctx.conn.Write("req_notify_cq", &cq.armCmd)
 }
 
 // Resize changes the CQ's capacity to at least cqe entries, keeping the

@@ -33,7 +33,7 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 	dl, _ := ctx.Deadline()
 	w.watch(ctx, f)
 	for {
-		if err := f.SetReadDeadline(dl); err != nil {
+		if err := w.setDeadline(ctx, dl, f); err != nil {
 			return err
 		}
 		// Checked after the deadline is set: a wake-up from here on moves
@@ -55,8 +55,12 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 			return err
 		}
 		// The read deadline is ctx's own; its timer may not have fired yet.
-		if !dl.IsZero() && !time.Now().Before(dl) {
+		now := time.Now()
+		if !dl.IsZero() && !now.Before(dl) {
 			return context.DeadlineExceeded
+		}
+		if own := w.deadline(); !own.IsZero() && !now.Before(own) {
+			return os.ErrDeadlineExceeded
 		}
 		// A wake-up of an earlier context, which fired as it was being
 		// replaced: wait again.
@@ -68,10 +72,55 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 // stays while the same context is used again, so a goroutine that waits
 // with one long-lived context, wait after wait, allocates nothing per
 // wait; a different context replaces it.
+//
+// It also holds the file's own deadline (CompChannel.SetDeadline), which
+// applies beside the waiter's context and may move while it waits.
 type eventWaker struct {
 	mu   sync.Mutex
 	ctx  context.Context
 	stop func() bool
+
+	dl    time.Time       // SetDeadline's; zero: none
+	wctx  context.Context // the context of the last wait
+	wctDL time.Time       // its deadline
+}
+
+// setDeadline sets f's read deadline for a wait with ctx (deadline
+// ctxDL): the earlier of ctxDL and the waker's own.
+func (w *eventWaker) setDeadline(ctx context.Context, ctxDL time.Time, f *os.File) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wctx, w.wctDL = ctx, ctxDL
+	return f.SetReadDeadline(earliest(ctxDL, w.dl))
+}
+
+// setOwn sets the waker's own deadline and moves a current wait's.
+func (w *eventWaker) setOwn(t time.Time, f *os.File) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dl = t
+	eff := earliest(w.wctDL, t)
+	if w.wctx != nil && w.wctx.Err() != nil {
+		eff = time.Unix(1, 0) // keep the wake-up of an ended context
+	}
+	return f.SetReadDeadline(eff)
+}
+
+func (w *eventWaker) deadline() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dl
+}
+
+// earliest returns the earlier of two deadlines, the zero time being none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
 }
 
 func (w *eventWaker) watch(ctx context.Context, f *os.File) {
@@ -99,6 +148,7 @@ func (w *eventWaker) close() {
 		w.stop()
 	}
 	w.ctx, w.stop = nil, nil
+	w.wctx = nil
 }
 
 // sameContext reports whether a and b are the same context; one of a type

@@ -69,3 +69,65 @@ func TestEventWaker(t *testing.T) {
 		t.Errorf("read with nothing to read: %v, want DeadlineExceeded", err)
 	}
 }
+
+// TestEventWakerOwnDeadline checks the file's own deadline
+// (CompChannel.SetDeadline) on a pipe: moving it into the past wakes a
+// blocked read with os.ErrDeadlineExceeded, a deadline set before the
+// wait applies to it, clearing it lets data through, and it never revives
+// a wait whose context has ended.
+func TestEventWakerOwnDeadline(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var wk eventWaker
+	defer wk.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var v [8]byte
+
+	done := make(chan error, 1)
+	go func() { done <- readEvent(ctx, r, &wk, &v) }()
+	time.Sleep(50 * time.Millisecond)
+	if err := wk.setOwn(time.Unix(1, 0), r); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read woken by its own deadline: %v, want os.ErrDeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deadline in the past did not wake the read")
+	}
+	// Still in the past: the next wait returns at once.
+	if err := readEvent(ctx, r, &wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read with the deadline passed: %v, want os.ErrDeadlineExceeded", err)
+	}
+	// A deadline ahead that passes during the wait.
+	wk.setOwn(time.Now().Add(30*time.Millisecond), r)
+	if err := readEvent(ctx, r, &wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read past a 30ms deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	// Cleared: data gets through.
+	wk.setOwn(time.Time{}, r)
+	w.Write([]byte("abcdefgh"))
+	if err := readEvent(ctx, r, &wk, &v); err != nil || string(v[:]) != "abcdefgh" {
+		t.Errorf("read with the deadline cleared: %q, %v", v, err)
+	}
+	// The context ends, then a deadline ahead is set: the wait still ends.
+	go func() { done <- readEvent(ctx, r, &wk, &v) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	wk.setOwn(time.Now().Add(time.Hour), r)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("read after cancel and a later deadline: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deadline set after the context ended kept the read waiting")
+	}
+}

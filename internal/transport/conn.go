@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -199,7 +200,15 @@ func (c *Conn) IoctlOrWrite(verb string, op Op, q *Ioctl, fallback func() error)
 // (and the mode allows), else as a plain write().
 func (c *Conn) Write(verb string, w *Write) error {
 	if c.mode != WriteOnly && c.hasInvokeWrite() {
-		return c.doIoctl(verb, "invoke_write", w.invokeWrite())
+		// Commands on the data path's edge (arming a CQ) run often: the
+		// request is reused, not allocated per command.
+		q := ioctlPool.Get().(*Ioctl)
+		*q = Ioctl{Object: abi.ObjectDevice, Method: abi.MethodInvokeWrite}
+		w.fillInvokeWrite(q)
+		err := c.doIoctl(verb, "invoke_write", q)
+		*q = Ioctl{} // keep no caller's buffers reachable
+		ioctlPool.Put(q)
+		return err
 	}
 	if c.mode == IoctlOnly {
 		return &Error{Verb: verb, Transport: "invoke_write", Errno: unix.EPROTONOSUPPORT}
@@ -229,8 +238,15 @@ func (c *Conn) hasInvokeWrite() bool {
 	return ok
 }
 
+// framePool holds the write() buffers of commands that fit in 256 bytes.
+var framePool = sync.Pool{New: func() any { return new([256]byte) }}
+
+var ioctlPool = sync.Pool{New: func() any { return new(Ioctl) }}
+
 func (c *Conn) rawWrite(verb string, w *Write) error {
-	buf, err := w.frame()
+	room := framePool.Get().(*[256]byte)
+	defer framePool.Put(room)
+	buf, err := w.frameInto(room[:0])
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,10 @@ const respPtrOffset = 8
 
 // frame builds the bytes write() sends. The response pointer is left zero;
 // the caller patches it in (System) or ignores it (transcripts).
-func (w *Write) frame() ([]byte, error) {
+func (w *Write) frame() ([]byte, error) { return w.frameInto(nil) }
+
+// frameInto is frame building in dst's room when it is large enough.
+func (w *Write) frameInto(dst []byte) ([]byte, error) {
 	if w.CoreIn > len(w.In) || w.CoreOut > len(w.Out) {
 		return nil, fmt.Errorf("uverbs write command %#x: core sizes exceed the buffers", w.Cmd)
 	}
@@ -50,7 +53,7 @@ func (w *Write) frame() ([]byte, error) {
 		if len(w.Out) > 0 && w.CoreIn < 8 {
 			return nil, fmt.Errorf("uverbs write command %d: a command with a response needs the 8-byte response field", w.Cmd)
 		}
-		buf := make([]byte, total)
+		buf := sized(dst, total)
 		binary.LittleEndian.PutUint32(buf[0:], w.Cmd)
 		binary.LittleEndian.PutUint16(buf[4:], uint16(total/4))
 		binary.LittleEndian.PutUint16(buf[6:], uint16(len(w.Out)/4))
@@ -66,7 +69,8 @@ func (w *Write) frame() ([]byte, error) {
 			return nil, fmt.Errorf("uverbs extended command %d: size %d is not whole 8-byte words within the ABI's limits", w.Cmd&abi.CmdCommandMask, n)
 		}
 	}
-	buf := make([]byte, cmdHdrSize+exCmdHdrSize+len(w.In))
+	buf := sized(dst, cmdHdrSize+exCmdHdrSize+len(w.In))
+	clear(buf[cmdHdrSize:])
 	binary.LittleEndian.PutUint32(buf[0:], w.Cmd)
 	binary.LittleEndian.PutUint16(buf[4:], uint16(w.CoreIn/8))
 	binary.LittleEndian.PutUint16(buf[6:], uint16(w.CoreOut/8))
@@ -77,12 +81,20 @@ func (w *Write) frame() ([]byte, error) {
 	return buf, nil
 }
 
+// sized returns n bytes of dst's room, or new ones when it has too little.
+func sized(dst []byte, n int) []byte {
+	if cap(dst) < n {
+		return make([]byte, n)
+	}
+	return dst[:n]
+}
+
 // hasResponse reports whether the framed command carries a response pointer.
 func (w *Write) hasResponse() bool { return len(w.Out) > 0 }
 
-// invokeWrite turns w into the equivalent INVOKE_WRITE ioctl.
-func (w *Write) invokeWrite() *Ioctl {
-	q := NewIoctl(abi.ObjectDevice, abi.MethodInvokeWrite)
+// fillInvokeWrite adds w's attributes to q, a fresh INVOKE_WRITE: the
+// equivalent ioctl of the command.
+func (w *Write) fillInvokeWrite(q *Ioctl) {
 	q.Const(abi.AttrWriteCmd, uint64(w.Cmd))
 	if w.CoreIn > 0 {
 		q.In(abi.AttrCoreIn, w.In[:w.CoreIn])
@@ -96,5 +108,4 @@ func (w *Write) invokeWrite() *Ioctl {
 	if len(w.Out) > w.CoreOut {
 		q.Out(abi.AttrUHWOut, w.Out[w.CoreOut:])
 	}
-	return q
 }
