@@ -11,8 +11,8 @@ import (
 
 // The post paths write WQEs exactly as libmlx5's mlx5_post_send,
 // mlx5_post_recv and mlx5_post_srq_recv do, byte for byte, including the
-// bytes they leave alone. Unlike libmlx5, a list is checked whole before
-// anything is written: a bad work request anywhere posts none of the list.
+// bytes they leave alone. Unlike libmlx5, a send list is published whole
+// or not at all: a bad work request anywhere posts none of the list.
 
 // mlx5Opcode maps the verbs opcodes this provider posts to WQE opcodes;
 // 0xff: not supported.
@@ -93,38 +93,30 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	if sq.start == nil || sq.bf == nil {
 		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no send queue", provider.ErrQueueFull)}
 	}
-	// The whole list is checked before anything is written. This pass
-	// is what a list costs beyond libmlx5 (about 1.5 ns a work request
-	// in BenchmarkVsLibmlx5/list16), so it is kept lean: the queue's
-	// limits in locals (the compiler reloads fields in a loop), the
-	// room checked once.
+	// Each work request is checked as it is written, in the ring's free
+	// blocks past curPost, which the HCA reads only once the doorbell
+	// record says so. Nothing is published until the whole list is
+	// written: a bad work request anywhere takes back the list's
+	// software state (curPost, the owed fence; the slots past curPost are
+	// free, completions read none of them) and posts none of it.
 	free := sq.maxPost - (sq.head - atomic.LoadUint32(&sq.tail))
-	fit := wrs
-	if uint32(len(fit)) > free {
-		fit = fit[:free]
+	if uint32(len(wrs)) > free {
+		return sq.refuse(wrs, free)
 	}
-	fastOps, maxGS := sq.fastOps, sq.maxGS
-	for i := range fit {
-		// The common case, on a connected QP without inline data, is
-		// decided here: fastOps holds only opcodes that need no more
-		// checking (a shift by 32 or more leaves no bit).
-		wr := &fit[i]
-		if fastOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= maxGS && wr.Flags&provider.SendInline == 0 {
-			continue
-		}
-		if err := sq.check(wr); err != nil {
-			return &provider.PostError{Index: i, Err: err}
-		}
-	}
-	if len(fit) < len(wrs) {
-		return &provider.PostError{Index: len(fit), Err: provider.ErrQueueFull}
-	}
+	curPost, fmCache := sq.curPost, sq.fmCache
 	var ctrl unsafe.Pointer
 	var size int
 	inl := false
 	for i := range wrs {
+		wr := &wrs[i]
+		if !sq.fast(wr) {
+			if err := sq.check(wr); err != nil {
+				sq.curPost, sq.fmCache = curPost, fmCache
+				return &provider.PostError{Index: i, Err: err}
+			}
+		}
 		var wrInl bool
-		ctrl, size, wrInl = sq.encode(&wrs[i], uint32(i))
+		ctrl, size, wrInl = sq.encode(wr, uint32(i))
 		inl = inl || wrInl
 	}
 	sq.head += uint32(len(wrs))
@@ -135,6 +127,27 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	atomic.StoreUint32(&sq.posted, sq.curPost)
 	sq.ring(len(wrs), inl, size, ctrl)
 	return nil
+}
+
+// fast reports whether a work request needs no check: the common case,
+// on a connected QP without inline data. fastOps holds only opcodes that
+// need no more checking (a shift by 32 or more leaves no bit).
+func (sq *sendQueue) fast(wr *provider.SendWR) bool {
+	return sq.fastOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
+}
+
+// refuse is the answer to a list longer than the queue's free room,
+// which writes nothing: the first bad work request of those that fit,
+// else the first that does not fit.
+func (sq *sendQueue) refuse(wrs []provider.SendWR, free uint32) error {
+	for i := range wrs[:free] {
+		if wr := &wrs[i]; !sq.fast(wr) {
+			if err := sq.check(wr); err != nil {
+				return &provider.PostError{Index: i, Err: err}
+			}
+		}
+	}
+	return &provider.PostError{Index: int(free), Err: provider.ErrQueueFull}
 }
 
 // check refuses what the WQE could not hold or the QP type cannot send.
