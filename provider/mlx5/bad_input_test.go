@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/provider"
 )
@@ -17,8 +19,8 @@ func (foreignAH) Created(uint32) error         { return nil }
 func (foreignAH) Destroyed()                   {}
 
 // TestPostSendBadInput: every refusal names the work request with a typed
-// error, and nothing of the list reaches the queue, the doorbell record or
-// the UAR.
+// error, and nothing of the list reaches the queue's state, its posted
+// WQEs, the doorbell record or the UAR.
 func TestPostSendBadInput(t *testing.T) {
 	c, k := newTestContext(t, testResp())
 	rc := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 4, MaxSendSGE: 2, MaxInlineData: 32})
@@ -61,25 +63,139 @@ func TestPostSendBadInput(t *testing.T) {
 		{"QP without a send queue", noSQ, []provider.SendWR{send}, 0, provider.ErrQueueFull},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ring []byte
+			var posted [][]byte
 			if tc.q.sq.start != nil {
-				ring = tc.q.sqRing()
+				posted = tc.q.sqOutstanding(t)
 			}
-			before, db := bytes.Clone(ring), bytes.Clone(tc.q.dbrecBytes())
+			state, db := tc.q.sqState(), bytes.Clone(tc.q.dbrecBytes())
 			k.clearUARs()
-			head := tc.q.sq.head
 			err := tc.q.PostSend(tc.wrs)
 			var pe *provider.PostError
 			if !errors.As(err, &pe) || pe.Index != tc.index || !errors.Is(err, tc.err) {
 				t.Fatalf("err %v, want work request %d: %v", err, tc.index, tc.err)
 			}
-			if !bytes.Equal(before, ring) || !bytes.Equal(db, tc.q.dbrecBytes()) || tc.q.sq.head != head {
-				t.Errorf("a refused list changed the queue")
+			if diff := cmp.Diff(state, tc.q.sqState()); diff != "" {
+				t.Errorf("a refused list changed the queue's state (-before +after):\n%s", diff)
+			}
+			if tc.q.sq.start != nil && !cmp.Equal(posted, tc.q.sqOutstanding(t)) {
+				t.Errorf("a refused list changed the posted WQEs")
+			}
+			if !bytes.Equal(db, tc.q.dbrecBytes()) {
+				t.Errorf("a refused list changed the doorbell record")
 			}
 			for _, off := range k.uarOff {
 				if !allZero(k.maps[off]) {
 					t.Errorf("a refused list wrote a UAR")
 				}
+			}
+		})
+	}
+}
+
+// TestPostSendRefusedListLeavesQueue: a list refused part way, whose good
+// work requests were already written into the ring's free blocks (across
+// its wrap, after a LOCAL_INV that owes the next WQE a fence), leaves the
+// queue as it was: the next list posts as on a twin queue that never saw
+// the refused one.
+func TestPostSendRefusedListLeavesQueue(t *testing.T) {
+	c, k := newTestContext(t, testResp())
+	caps := provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 8, MaxSendSGE: 2, MaxInlineData: 64}
+	probe := newTestQP(t, c, caps)
+	sgl, _ := payload(t, 1, 64, 64, probe.sq.maxInline+1)
+	write := provider.SendWR{ID: 1, Opcode: provider.WRRDMAWrite, SGL: sgl[:1], RemoteAddr: 0x1000, Rkey: 0x77}
+	inline := provider.SendWR{ID: 2, Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl[1:2]} // 2 blocks
+	inv := provider.SendWR{ID: 3, Opcode: provider.WRLocalInv, InvalidateRkey: 0x1234}                   // 2 blocks
+	tooLong := provider.SendWR{ID: 4, Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl[2:]}
+	tooMany := provider.SendWR{ID: 5, Opcode: provider.WRSend, SGL: sgl}
+	// history leaves 3 WQEs outstanding, the last a LOCAL_INV, and the
+	// next WQE two blocks before the end of the ring.
+	history := func(t *testing.T, q *QP) {
+		t.Helper()
+		n := int(q.sq.wqeCnt) - 6
+		for i := range n {
+			if err := q.PostSend([]provider.SendWR{write}); err != nil {
+				t.Fatal(err)
+			}
+			if i < n-1 {
+				if _, _, _, ok := q.sq.completeSend(uint16(i), nil); !ok {
+					t.Fatalf("completeSend(%d)", i)
+				}
+			}
+		}
+		if err := q.PostSend([]provider.SendWR{inline, inv}); err != nil {
+			t.Fatal(err)
+		}
+		if q.sq.curPost != q.sq.wqeCnt-2 || q.sq.fmCache == 0 || q.sq.head-q.sq.tail != 3 {
+			t.Fatalf("history: %+v of %d blocks, want block %d next, a fence owed, 3 outstanding", q.sqState(), q.sq.wqeCnt, q.sq.wqeCnt-2)
+		}
+	}
+	room := int(probe.sq.maxPost) - 3
+	overRoom := func(wrs ...provider.SendWR) []provider.SendWR {
+		for len(wrs) <= room {
+			wrs = append(wrs, write)
+		}
+		return wrs
+	}
+	good := []provider.SendWR{write, inline, write}
+	good[2].ID, good[2].Flags = 9, provider.SendSignaled
+	for _, tc := range []struct {
+		name  string
+		wrs   []provider.SendWR
+		index int
+		err   error
+	}{
+		{"too many SGEs after a wrap", []provider.SendWR{write, inline, write, tooMany}, 3, provider.ErrTooManySGE},
+		{"inline over the limit", []provider.SendWR{inv, write, tooLong, write}, 2, provider.ErrInlineTooLarge},
+		{"opcode out of range", []provider.SendWR{write, inline, inline, {Opcode: 42}}, 3, provider.ErrBadWR},
+		{"more than the room", overRoom(inv, inline), room, provider.ErrQueueFull},
+		{"a bad one among more than the room", overRoom(write, inline, tooMany), 2, provider.ErrTooManySGE},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newTestQP(t, c, caps)
+			twin := newTestQP(t, c, caps)
+			history(t, a)
+			history(t, twin)
+			state, posted, db := a.sqState(), a.sqOutstanding(t), bytes.Clone(a.dbrecBytes())
+			k.clearUARs()
+			err := a.PostSend(tc.wrs)
+			var pe *provider.PostError
+			if !errors.As(err, &pe) || pe.Index != tc.index || !errors.Is(err, tc.err) {
+				t.Fatalf("err %v, want work request %d: %v", err, tc.index, tc.err)
+			}
+			if diff := cmp.Diff(state, a.sqState()); diff != "" {
+				t.Errorf("the refused list changed the queue's state (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(posted, a.sqOutstanding(t)); diff != "" {
+				t.Errorf("the refused list changed the posted WQEs (-before +after):\n%s", diff)
+			}
+			if !bytes.Equal(db, a.dbrecBytes()) {
+				t.Errorf("the refused list changed the doorbell record")
+			}
+			for _, off := range k.uarOff {
+				if !allZero(k.maps[off]) {
+					t.Errorf("the refused list wrote a UAR")
+				}
+			}
+			for _, q := range []*QP{a, twin} {
+				if err := q.PostSend(good); err != nil {
+					t.Fatalf("the list after: %v", err)
+				}
+			}
+			if diff := cmp.Diff(twin.sqState(), a.sqState()); diff != "" {
+				t.Errorf("queue state after the next list (-twin +refused one):\n%s", diff)
+			}
+			if diff := cmp.Diff(twin.sqOutstanding(t), a.sqOutstanding(t)); diff != "" {
+				t.Errorf("WQEs after the next list (-twin +refused one):\n%s", diff)
+			}
+			if !bytes.Equal(twin.dbrecBytes(), a.dbrecBytes()) {
+				t.Errorf("doorbell record %x, the twin's %x", a.dbrecBytes(), twin.dbrecBytes())
+			}
+			last := a.sq.curPost - 1 // the last WQE's last block
+			for a.sq.slot(last).blocks == 0 {
+				last--
+			}
+			if id, _, _, ok := a.sq.completeSend(uint16(last), nil); !ok || id != good[2].ID {
+				t.Errorf("completion of the last WQE: %d, %v; want work request %d", id, ok, good[2].ID)
 			}
 		})
 	}

@@ -526,3 +526,75 @@ func TestDoorbellOrBlueFlame(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePlainIsEncode: the WQEs writePlain writes for the plain work
+// requests (in one list, across the ring's wrap, after a LOCAL_INV that
+// owes a fence) are encode's, byte for byte, with the same slots.
+func TestWritePlainIsEncode(t *testing.T) {
+	c, _ := newTestContext(t, testResp())
+	sgl, _ := payload(t, 1, 64, 0, 32, 16)
+	var list []provider.SendWR
+	for i, op := range []provider.WROpcode{provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead,
+		provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv} {
+		for j, flags := range []provider.SendFlags{0, provider.SendSignaled | provider.SendSolicited, provider.SendFence} {
+			list = append(list, provider.SendWR{ID: uint64(i*10 + j), Opcode: op, Flags: flags, SGL: sgl[:1+(i+j)%4],
+				RemoteAddr: 0x1000 + uint64(i), Rkey: 0x77, Imm: 0xabcd0000 + uint32(i), InvalidateRkey: 0x5500 + uint32(j)})
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		init provider.QPInit
+	}{
+		{"RC", provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 32, MaxSendSGE: 4}},
+		{"RC, sq_sig_all", provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 32, MaxSendSGE: 4, SQSigAll: true}},
+		{"UC", provider.QPInit{Type: abi.QPTypeUC, MaxSendWr: 32, MaxSendSGE: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, encoded := newTestQP(t, c, tc.init), newTestQP(t, c, tc.init)
+			var wrs []provider.SendWR
+			for _, wr := range list {
+				if plain.sq.plain(&wr) {
+					wrs = append(wrs, wr)
+				}
+			}
+			if len(wrs) < 15 || len(wrs) > int(plain.sq.maxPost)-1 {
+				t.Fatalf("%d plain work requests of %d, room for %d", len(wrs), len(list), plain.sq.maxPost-1)
+			}
+			// Both queues: the next WQE a few blocks before the ring's
+			// end, a LOCAL_INV's fence owed.
+			for _, q := range []*QP{plain, encoded} {
+				for q.sq.curPost < q.sq.wqeCnt-8 {
+					if err := q.PostSend([]provider.SendWR{list[0]}); err != nil {
+						t.Fatal(err)
+					}
+					if _, _, _, ok := q.sq.completeSend(uint16(q.sq.curPost-1), nil); !ok {
+						t.Fatal("completeSend")
+					}
+				}
+				if tc.init.Type == abi.QPTypeRC {
+					if err := q.PostSend([]provider.SendWR{{Opcode: provider.WRLocalInv, InvalidateRkey: 9}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := plain.PostSend(wrs); err != nil {
+				t.Fatal(err)
+			}
+			sq := &encoded.sq
+			for i := range wrs {
+				sq.encode(&wrs[i], uint32(i))
+			}
+			sq.head += uint32(len(wrs))
+			sq.posted = sq.curPost
+			if diff := cmp.Diff(encoded.sqState(), plain.sqState()); diff != "" {
+				t.Errorf("queue state (-encode +writePlain):\n%s", diff)
+			}
+			if diff := cmp.Diff(encoded.sqOutstanding(t), plain.sqOutstanding(t)); diff != "" {
+				t.Errorf("WQEs (-encode +writePlain):\n%s", diff)
+			}
+			if diff := cmp.Diff(encoded.sq.slots, plain.sq.slots, cmp.AllowUnexported(sqSlot{})); diff != "" {
+				t.Errorf("slots (-encode +writePlain):\n%s", diff)
+			}
+		})
+	}
+}

@@ -67,8 +67,9 @@ type sendQueue struct {
 	dumpFill   uint32 // lkey whose SGEs scatter-to-CQE data skips
 	life       *lifetime
 
-	ops     uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
-	fastOps uint32 // the opcodes of ops check needs to look no further at (see check)
+	ops      uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
+	fastOps  uint32 // the opcodes of ops check needs to look no further at (see check)
+	plainOps uint32 // the opcodes of ops whose WQEs writePlain writes
 
 	// Per block index, for the completions: one entry, one cache line
 	// for a post and its completion to touch. len(slots) is wqeCnt.
@@ -308,6 +309,9 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 		sq.fastOps = sq.ops
 		if !c.atomics {
 			sq.fastOps &^= 1<<provider.WRAtomicCmpAndSwp | 1<<provider.WRAtomicFetchAndAdd
+		}
+		if init.Type != abi.QPTypeXRCIni {
+			sq.plainOps = sq.ops & plainOpcodes
 		}
 	}
 	sq.dbrec = &q.db.words[abi.MLX5SndDBR]

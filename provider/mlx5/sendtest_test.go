@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"encoding/binary"
 	"testing"
 	"unsafe"
 
@@ -119,3 +120,41 @@ func (q *QP) dbrecBytes() []byte { return unsafe.Slice((*byte)(unsafe.Pointer(q.
 func (s *SRQ) ring() []byte { return unsafe.Slice((*byte)(s.start), int(s.max)<<s.shift) }
 
 func (s *SRQ) dbrecBytes() []byte { return unsafe.Slice((*byte)(unsafe.Pointer(s.db.words)), 8) }
+
+// sqState is the send queue's software state, which a refused list
+// leaves as it was.
+type sqState struct {
+	CurPost, Head, Posted, Tail, TailBB uint32
+	FmCache                             uint8
+}
+
+func (q *QP) sqState() sqState {
+	s := &q.sq
+	return sqState{CurPost: s.curPost, Head: s.head, Posted: s.posted, Tail: s.tail, TailBB: s.tailBB, FmCache: s.fmCache}
+}
+
+// sqOutstanding returns the WQEs posted and not completed, oldest first,
+// each as the HCA reads it: its size's 16-byte units from its control
+// segment on, across the ring's wrap. A refused list leaves them alone;
+// it may write in the free blocks past them, which the HCA reads only
+// once the doorbell record says so.
+func (q *QP) sqOutstanding(t testing.TB) [][]byte {
+	t.Helper()
+	ring := q.sqRing()
+	var wqes [][]byte
+	for bb := q.sq.tailBB; bb != q.sq.curPost; {
+		blocks := uint32(q.sq.slot(bb).blocks)
+		if blocks == 0 || bb+blocks-q.sq.tailBB > q.sq.curPost-q.sq.tailBB {
+			t.Fatalf("block %d: an outstanding WQE of %d blocks (posted up to %d)", bb, blocks, q.sq.curPost)
+		}
+		off := int(bb&(q.sq.wqeCnt-1)) * wqeBB
+		ds := int(binary.BigEndian.Uint32(ring[off+4:]) & 0x3f)
+		w := make([]byte, ds*16)
+		for i := range w {
+			w[i] = ring[(off+i)%len(ring)]
+		}
+		wqes = append(wqes, w)
+		bb += blocks
+	}
+	return wqes
+}
