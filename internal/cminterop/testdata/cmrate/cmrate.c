@@ -4,14 +4,14 @@
 // One process, one event channel, one thread: a listener bound to -a and
 // -n rounds of -c clients, all started at once. A round is the clients'
 // address and route resolution, a QP on each side, CONNECT, ACCEPT, and
-// ESTABLISHED seen on both sides of every connection; its time and the
-// process's CPU time (user and system) are summed. Tearing the round down
+// ESTABLISHED seen on both sides of every connection; its time, the
+// process's CPU time (user and system) and context switches are summed. Tearing the round down
 // (the QPs, CQs, ids) is not timed. Each side of a connection has what
 // goverbs' Dial and Accept make: a send and a receive CQ without a
 // completion channel and a QP, on librdmacm's PD of the device (one per
 // device, shared). Prints one line:
 //
-//	cmrate: conns 100 rounds 5 setup_ns 123456789 cpu_ns 12345678
+//	cmrate: conns 100 rounds 5 setup_ns 123456789 cpu_ns 12345678 csw 1234
 //
 // Build: cc -O2 -o cmrate cmrate.c -lrdmacm -libverbs
 #include <arpa/inet.h>
@@ -48,13 +48,17 @@ static long long now_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* cpu_ns is the process's CPU time so far, user and system. */
-static long long cpu_ns(void)
+/*
+ * usage returns the process's CPU time so far (user and system) and adds
+ * its context switches (voluntary and not) to *csw.
+ */
+static long long usage(long long *csw)
 {
 	struct rusage ru;
 
 	if (getrusage(RUSAGE_SELF, &ru))
 		die("getrusage", errno);
+	*csw += ru.ru_nvcsw + ru.ru_nivcsw;
 	return ((long long)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
 	       ((long long)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
 }
@@ -141,7 +145,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in srv, src;
 	int conns = 100, rounds = 1, port = 7471, op, i, k;
-	long long total = 0, cpu = 0;
+	long long total = 0, cpu = 0, csw = 0, before;
 	int have_src = 0;
 
 	memset(&srv, 0, sizeof(srv));
@@ -197,7 +201,8 @@ int main(int argc, char **argv)
 			die("calloc", ENOMEM);
 
 		start = now_ns();
-		start_cpu = cpu_ns();
+		before = 0;
+		start_cpu = usage(&before);
 		for (i = 0; i < conns; i++) {
 			if (rdma_create_id(channel, &r.client[i], NULL, RDMA_PS_TCP))
 				die("rdma_create_id", errno);
@@ -214,7 +219,8 @@ int main(int argc, char **argv)
 			rdma_ack_cm_event(ev);
 		}
 		total += now_ns() - start;
-		cpu += cpu_ns() - start_cpu;
+		cpu += usage(&csw) - start_cpu;
+		csw -= before;
 
 		for (i = 0; i < r.nchild; i++)
 			free_qp(r.child[i]);
@@ -223,7 +229,7 @@ int main(int argc, char **argv)
 		free(r.client);
 		free(r.child);
 	}
-	printf("cmrate: conns %d rounds %d setup_ns %lld cpu_ns %lld\n", conns, rounds, total, cpu);
+	printf("cmrate: conns %d rounds %d setup_ns %lld cpu_ns %lld csw %lld\n", conns, rounds, total, cpu, csw);
 	rdma_destroy_id(listener);
 	rdma_destroy_event_channel(channel);
 	return 0;
