@@ -76,6 +76,10 @@ var badInputs = []badInput{
 		_, err := Dial(context.Background(), "10.99.0.1:1", WithCQSize(0, 1))
 		return err
 	}, want: unix.EINVAL, field: "WithCQSize"},
+	{name: "WithPD nil", call: func(*testing.T, *badEnv) error {
+		_, err := Dial(context.Background(), "10.99.0.1:1", WithPD(nil))
+		return err
+	}, want: unix.EINVAL, field: "WithPD"},
 	{name: "WithSetup nil", call: func(*testing.T, *badEnv) error {
 		_, err := Dial(context.Background(), "10.99.0.1:1", WithSetup(nil))
 		return err

@@ -31,6 +31,7 @@ type options struct {
 	reuseAddr   bool
 	signalAll   bool
 	compChannel bool
+	pd          *uverbs.PD
 	setup       func(*Conn) error
 }
 
@@ -205,6 +206,21 @@ func WithCompChannel() Option {
 	return func(o *options) error { o.compChannel = true; return nil }
 }
 
+// WithPD makes the connection on pd instead of the PD its device's
+// connections share. pd must be on the package's context of the device
+// that reaches the peer: allocate it on Conn.Context() (or ID.Context())
+// of a connection on that device. The connection does not close pd: the
+// caller does, after closing the connection.
+func WithPD(pd *uverbs.PD) Option {
+	return func(o *options) error {
+		if pd == nil {
+			return fmt.Errorf("WithPD: nil PD: %w", unix.EINVAL)
+		}
+		o.pd = pd
+		return nil
+	}
+}
+
 // WithSetup runs f once the connection's QP exists and before the
 // connection request or reply is sent: the place to register memory and
 // post the first receives, so that nothing the peer sends at once finds an
@@ -340,9 +356,11 @@ func newSharedID(ps PortSpace) (*ID, error) {
 }
 
 // Conn is a connection made by Dial or Request.Accept: its ID and the
-// verbs objects of its QP. The context is shared by the connections on one
-// device and owned by the package; the PD, CQs, QP (and AH for UD) are the
-// connection's own and Close frees them.
+// verbs objects of its QP. The context and the PD are shared by the
+// connections on one device (as librdmacm shares them) and owned by the
+// package, which frees them when the last connection or listener using
+// the device closes. The CQs, QP (and AH for UD) are the connection's own
+// and Close frees them.
 type Conn struct {
 	id     *ID
 	ctx    *uverbs.Context
@@ -366,6 +384,11 @@ func (c *Conn) ID() *ID { return c.id }
 func (c *Conn) Context() *uverbs.Context { return c.ctx }
 
 // PD returns the connection's protection domain: register memory on it.
+// Unless WithPD gave another, it is the PD every Dial and Accept
+// connection on the same device shares, so memory registered on it is
+// reachable through any of them by its rkey (librdmacm's default too).
+// Do not close it: the package deallocates it with the device's context,
+// once every connection and listener on the device has closed.
 func (c *Conn) PD() *uverbs.PD { return c.pd }
 
 // SendCQ returns the CQ of the QP's send queue.
@@ -413,8 +436,9 @@ func (c *Conn) WaitDisconnect(ctx context.Context) error {
 	return nil
 }
 
-// Close disconnects (RC) and frees the AH, QP, CQs, PD and ID, children
-// before parents. It is idempotent and returns the first call's result.
+// Close disconnects (RC) and frees the AH, QP, CQs and ID, children
+// before parents (the PD is the device's, or WithPD's caller's). It is
+// idempotent and returns the first call's result.
 func (c *Conn) Close() error {
 	if c == nil {
 		return nil
@@ -447,11 +471,6 @@ func (c *Conn) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		if c.pd != nil {
-			if err := c.pd.Close(); !ignore(err) {
-				errs = append(errs, err)
-			}
-		}
 		if err := c.id.Close(); !ignore(err) {
 			errs = append(errs, err)
 		}
@@ -463,11 +482,20 @@ func (c *Conn) Close() error {
 // newConn makes the verbs objects of a connection on the ID's device.
 func newConn(id *ID, o *options) (*Conn, error) {
 	c := &Conn{id: id}
-	var err error
-	if c.ctx, err = id.Context(); err != nil {
+	if err := id.use("context"); err != nil {
 		return c, err
 	}
-	if c.pd, err = c.ctx.AllocPD(); err != nil {
+	d, err := id.device()
+	if err != nil {
+		return c, err
+	}
+	c.ctx = d.ctx
+	if o.pd != nil {
+		if o.pd.Context() != d.ctx {
+			return c, fmt.Errorf("WithPD: the PD is on another context than %s's shared one (allocate it on Conn.Context()): %w", d.name, unix.EINVAL)
+		}
+		c.pd = o.pd
+	} else if c.pd, err = d.sharedPD(); err != nil {
 		return c, err
 	}
 	send, recv := o.sendCQ, o.recvCQ
@@ -503,8 +531,9 @@ func newConn(id *ID, o *options) (*Conn, error) {
 }
 
 // Dial connects to a listener at address ("10.99.0.1:7471"): it resolves
-// the address and route, creates the connection's PD, CQs and QP on the
-// device that reaches the address, and connects. ctx bounds the whole
+// the address and route, creates the connection's CQs and QP on the
+// device that reaches the address (on the device's shared PD, or
+// WithPD's), and connects. ctx bounds the whole
 // setup (the address resolution's kernel timeout is its deadline).
 //
 // Errors: *NoDeviceError when no RDMA device reaches the address,
@@ -727,7 +756,8 @@ func (r *Request) Reject(privateData []byte) error {
 	return err
 }
 
-// Accept creates the connection's PD, CQs and QP, accepts, and (RC) waits
+// Accept creates the connection's CQs and QP (on the device's shared PD,
+// or WithPD's), accepts, and (RC) waits
 // for the requester's confirmation until ctx ends. opts override the
 // listener's.
 func (r *Request) Accept(ctx context.Context, opts ...Option) (*Conn, error) {

@@ -24,6 +24,28 @@ type device struct {
 	maxInitRdAtom uint8
 	refs          int
 	dead          bool // removed: not handed out again
+
+	// pd is the PD that Dial and Accept give their connections on this
+	// device unless WithPD names another, as librdmacm gives every ID one
+	// PD per device: allocated for the first connection, deallocated with
+	// the context.
+	pdMu sync.Mutex
+	pd   *uverbs.PD
+}
+
+// sharedPD returns the device's shared PD, allocating it for the first
+// connection.
+func (d *device) sharedPD() (*uverbs.PD, error) {
+	d.pdMu.Lock()
+	defer d.pdMu.Unlock()
+	if d.pd == nil {
+		pd, err := d.ctx.AllocPD()
+		if err != nil {
+			return nil, err
+		}
+		d.pd = pd
+	}
+	return d.pd, nil
 }
 
 type devKey struct {
@@ -88,7 +110,9 @@ func deviceName(key devKey) (string, error) {
 		key.index, key.guid, unix.ENODEV)
 }
 
-// release drops one reference; the last closes the context.
+// release drops one reference; the last deallocates the shared PD and
+// closes the context (which frees what the kernel would not deallocate:
+// a PD with memory still registered on it).
 func (d *device) release() {
 	devices.Lock()
 	d.refs--
@@ -98,6 +122,12 @@ func (d *device) release() {
 	}
 	devices.Unlock()
 	if last {
+		d.pdMu.Lock()
+		if d.pd != nil {
+			d.pd.Close()
+			d.pd = nil
+		}
+		d.pdMu.Unlock()
 		d.ctx.Close()
 	}
 }

@@ -7,14 +7,15 @@
 // # The common case
 //
 // A server listens and accepts; a client dials. Each Conn holds its
-// device's uverbs context, a PD, send and receive CQs and a QP already in
-// RTS, and the private data the peer sent:
+// device's uverbs context and PD (shared by the connections on the device,
+// as librdmacm shares them; WithPD gives one of the caller's), its send and
+// receive CQs and a QP already in RTS, and the private data the peer sent:
 //
 //	l, err := rdmacm.Listen(ctx, "10.99.0.1:7471")
 //	c, err := l.Accept(ctx)          // server
 //
 //	c, err := rdmacm.Dial(ctx, "10.99.0.1:7471", rdmacm.WithPrivateData([]byte("hello")))
-//	defer c.Close()                  // disconnects, frees QP, CQs, PD, ID
+//	defer c.Close()                  // disconnects, frees QP, CQs, ID
 //
 // Post receives before the peer may send with WithSetup. Listener.Request
 // shows a request's private data before accepting or rejecting it; a

@@ -217,3 +217,49 @@ func TestConnRefusedVM(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestSharedPDVM checks that Dial and Accept share one PD per device, as
+// librdmacm does, and that WithPD puts a connection on the caller's PD,
+// which Close leaves open.
+func TestSharedPDVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrA, nil, nil)
+	if cli.PD() != srv.PD() {
+		t.Fatalf("two connections on rxe0 have PDs %d and %d, want the device's shared one", cli.PD().Handle(), srv.PD().Handle())
+	}
+	pd, err := cli.Context().AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := pair(t, ctx, vmenv.AddrA, vmenv.AddrA, []Option{WithPD(pd)}, nil)
+	if own.PD() != pd {
+		t.Fatalf("WithPD: the connection is on PD %d, want %d", own.PD().Handle(), pd.Handle())
+	}
+	b := newMsgBuf(t, own, 16)
+	b.close()
+	if err := own.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Close(); err != nil {
+		t.Fatalf("closing WithPD's PD after its connection: %v", err)
+	}
+
+	other, err := uverbs.Open(vmenv.RXE0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	foreign, err := other.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	l := listenA(t, ctx)
+	c, err := Dial(ctx, fmt.Sprintf("%s:%d", vmenv.AddrA, l.Addr().Port()), WithSource(vmenv.AddrA), WithPD(foreign))
+	if !errors.Is(err, unix.EINVAL) || c != nil {
+		c.Close()
+		t.Fatalf("Dial with a PD of another context: %v, want EINVAL", err)
+	}
+	t.Log(err)
+}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
@@ -26,11 +28,14 @@ const envCMRate = "GOVERBS_CMRATE"
 
 // BenchmarkSetup measures connection setup: one op is a round of
 // setupConns RC connections started at once and all ESTABLISHED on both
-// sides (each with its PD, CQs and QP on each side), across the veth pair
+// sides (each side with its send and receive CQs and its QP, on the
+// device's shared PD), across the veth pair
 // and on one device. "rdmacm" is goverbs' Dial and Accept; "librdmacm" is
 // cmrate, the same round on librdmacm in C (reported with its own clock,
 // so that starting the process is not counted). Tearing a round down is
-// not timed.
+// not timed. cpu-ns/op is the process's CPU time (user and system) in a
+// round, csw/op its context switches (voluntary and not); the kernel's own
+// threads (the CM's MADs, rxe) are in neither.
 func BenchmarkSetup(b *testing.B) {
 	if !vmenv.InVM() {
 		b.Skip("not in the goverbs test VM: make cmrate")
@@ -61,9 +66,14 @@ func benchGo(b *testing.B, port int, src string) {
 	}
 	defer l.Close()
 	opts := []rdmacm.Option{qpcap, rdmacm.WithSource(src), rdmacm.WithResponderResources(1), rdmacm.WithInitiatorDepth(1)}
+	var cpu time.Duration
+	var csw int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		cpu0, csw0 := usage(b)
 		clients, servers, err := goRound(ctx, l, addr, opts)
+		cpu1, csw1 := usage(b)
+		cpu, csw = cpu+cpu1-cpu0, csw+csw1-csw0
 		b.StopTimer()
 		for _, c := range append(servers, clients...) {
 			c.Close()
@@ -75,6 +85,18 @@ func benchGo(b *testing.B, port int, src string) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(setupConns)*float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(csw)/float64(b.N), "csw/op")
+}
+
+// usage returns the process's CPU time so far (user and system) and its
+// context switches (voluntary and not).
+func usage(b *testing.B) (time.Duration, int64) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
 }
 
 // goRound dials setupConns connections at once and accepts each as its
@@ -132,17 +154,27 @@ func benchC(b *testing.B, port int, src string) {
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", bin, err, out)
 	}
-	// "cmrate: conns 100 rounds N setup_ns T"
+	// "cmrate: conns 100 rounds N setup_ns T cpu_ns C csw S"
 	f := strings.Fields(string(out))
-	if len(f) != 7 || f[0] != "cmrate:" || f[5] != "setup_ns" {
+	if len(f) != 11 || f[0] != "cmrate:" || f[5] != "setup_ns" || f[7] != "cpu_ns" || f[9] != "csw" {
 		b.Fatalf("cmrate printed %q", out)
 	}
 	ns, err := strconv.ParseInt(f[6], 10, 64)
 	if err != nil {
 		b.Fatalf("cmrate printed %q: %v", out, err)
 	}
+	cpu, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		b.Fatalf("cmrate printed %q: %v", out, err)
+	}
 	b.ReportMetric(float64(ns)/float64(b.N), "ns/op")
 	b.ReportMetric(float64(setupConns)*float64(b.N)/(float64(ns)/1e9), "conns/s")
+	csw, err := strconv.ParseInt(f[10], 10, 64)
+	if err != nil {
+		b.Fatalf("cmrate printed %q: %v", out, err)
+	}
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(csw)/float64(b.N), "csw/op")
 }
 
 // TestCMRateOutput keeps benchC's reading of cmrate's line in step with
@@ -152,7 +184,7 @@ func TestCMRateOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("%q", "cmrate: conns %d rounds %d setup_ns %lld\n"); !strings.Contains(string(src), want) {
+	if want := fmt.Sprintf("%q", "cmrate: conns %d rounds %d setup_ns %lld cpu_ns %lld csw %lld\n"); !strings.Contains(string(src), want) {
 		t.Errorf("cmrate.c no longer prints %s", want)
 	}
 }

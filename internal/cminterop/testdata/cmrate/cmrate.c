@@ -3,12 +3,15 @@
 //
 // One process, one event channel, one thread: a listener bound to -a and
 // -n rounds of -c clients, all started at once. A round is the clients'
-// address and route resolution, a QP on each side (librdmacm's default PD
-// and CQs), CONNECT, ACCEPT, and ESTABLISHED seen on both sides of every
-// connection; its time is summed. Tearing the round down (the QPs, the
-// ids) is not timed. Prints one line:
+// address and route resolution, a QP on each side, CONNECT, ACCEPT, and
+// ESTABLISHED seen on both sides of every connection; its time, the
+// process's CPU time (user and system) and context switches are summed. Tearing the round down
+// (the QPs, CQs, ids) is not timed. Each side of a connection has what
+// goverbs' Dial and Accept make: a send and a receive CQ without a
+// completion channel and a QP, on librdmacm's PD of the device (one per
+// device, shared). Prints one line:
 //
-//	cmrate: conns 100 rounds 5 setup_ns 123456789
+//	cmrate: conns 100 rounds 5 setup_ns 123456789 cpu_ns 12345678 csw 1234
 //
 // Build: cc -O2 -o cmrate cmrate.c -lrdmacm -libverbs
 #include <arpa/inet.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <rdma/rdma_cma.h>
 
 static struct rdma_event_channel *channel;
@@ -44,11 +48,36 @@ static long long now_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * usage returns the process's CPU time so far (user and system) and adds
+ * its context switches (voluntary and not) to *csw.
+ */
+static long long usage(long long *csw)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		die("getrusage", errno);
+	*csw += ru.ru_nvcsw + ru.ru_nivcsw;
+	return ((long long)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+	       ((long long)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
+
+/*
+ * make_qp gives the id its CQs (16 entries, no completion channel) and its
+ * QP on the device's shared PD (pd NULL).
+ */
 static void make_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr attr;
 
 	memset(&attr, 0, sizeof(attr));
+	attr.send_cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	if (!attr.send_cq)
+		die("ibv_create_cq", errno);
+	attr.recv_cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	if (!attr.recv_cq)
+		die("ibv_create_cq", errno);
 	attr.qp_type = IBV_QPT_RC;
 	attr.cap.max_send_wr = 16;
 	attr.cap.max_recv_wr = 16;
@@ -56,6 +85,17 @@ static void make_qp(struct rdma_cm_id *id)
 	attr.cap.max_recv_sge = 1;
 	if (rdma_create_qp(id, NULL, &attr))
 		die("rdma_create_qp", errno);
+}
+
+/* free_qp destroys the QP and CQs make_qp made, and the id. */
+static void free_qp(struct rdma_cm_id *id)
+{
+	struct ibv_cq *send_cq = id->qp->send_cq, *recv_cq = id->qp->recv_cq;
+
+	rdma_destroy_qp(id);
+	if (ibv_destroy_cq(send_cq) || ibv_destroy_cq(recv_cq))
+		die("ibv_destroy_cq", errno);
+	rdma_destroy_id(id);
 }
 
 static void conn_param(struct rdma_conn_param *p)
@@ -105,7 +145,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in srv, src;
 	int conns = 100, rounds = 1, port = 7471, op, i, k;
-	long long total = 0;
+	long long total = 0, cpu = 0, csw = 0, before;
 	int have_src = 0;
 
 	memset(&srv, 0, sizeof(srv));
@@ -152,7 +192,7 @@ int main(int argc, char **argv)
 
 	for (k = 0; k < rounds; k++) {
 		struct round r;
-		long long start;
+		long long start, start_cpu;
 
 		memset(&r, 0, sizeof(r));
 		r.client = calloc(conns, sizeof(*r.client));
@@ -161,6 +201,8 @@ int main(int argc, char **argv)
 			die("calloc", ENOMEM);
 
 		start = now_ns();
+		before = 0;
+		start_cpu = usage(&before);
 		for (i = 0; i < conns; i++) {
 			if (rdma_create_id(channel, &r.client[i], NULL, RDMA_PS_TCP))
 				die("rdma_create_id", errno);
@@ -177,19 +219,17 @@ int main(int argc, char **argv)
 			rdma_ack_cm_event(ev);
 		}
 		total += now_ns() - start;
+		cpu += usage(&csw) - start_cpu;
+		csw -= before;
 
-		for (i = 0; i < r.nchild; i++) {
-			rdma_destroy_qp(r.child[i]);
-			rdma_destroy_id(r.child[i]);
-		}
-		for (i = 0; i < conns; i++) {
-			rdma_destroy_qp(r.client[i]);
-			rdma_destroy_id(r.client[i]);
-		}
+		for (i = 0; i < r.nchild; i++)
+			free_qp(r.child[i]);
+		for (i = 0; i < conns; i++)
+			free_qp(r.client[i]);
 		free(r.client);
 		free(r.child);
 	}
-	printf("cmrate: conns %d rounds %d setup_ns %lld\n", conns, rounds, total);
+	printf("cmrate: conns %d rounds %d setup_ns %lld cpu_ns %lld csw %lld\n", conns, rounds, total, cpu, csw);
 	rdma_destroy_id(listener);
 	rdma_destroy_event_channel(channel);
 	return 0;
