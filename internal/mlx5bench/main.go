@@ -166,6 +166,10 @@ func run(reps int, only string, scale float64, out string) error {
 	writeTable(&tbl, cs, res, loads, reps, time.Since(start))
 	os.Stdout.Write(tbl.Bytes())
 	if out != "" {
+		// make's default is under .cache, which a fresh clone lacks
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
 		return os.WriteFile(out, tbl.Bytes(), 0o644)
 	}
 	return nil
