@@ -441,13 +441,22 @@ func (c *Conn) await(mine chan struct{}, dl int64) {
 			c.fail(fmt.Errorf("rsocket: arming the CQ: %w", err))
 			return
 		}
-		// A completion may have come before the CQ was armed.
-		if n, err := c.pollOnce(); err != nil || n > 0 {
-			if err != nil {
-				c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
-			}
-			return
+	}
+	// A completion may have come before the CQ was armed: poll once more.
+	// And another goroutine may have processed, in its own poll, what
+	// this one waits for before the CQ was armed, so that no event will
+	// come for it; its process signalled mine under pollMu, which this
+	// poll takes, so the signal is visible below.
+	if n, err := c.pollOnce(); err != nil || n > 0 {
+		if err != nil {
+			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
 		}
+		return
+	}
+	select {
+	case <-mine:
+		return
+	default:
 	}
 	if _, err := c.cch.Wait(c.waitCtx); err != nil {
 		return // a deadline, a kick, Close: the caller looks
