@@ -161,8 +161,11 @@ mlx5-golden:
 # Many QPs and goroutines sharing QPs and CQs, every payload checksummed,
 # under the race detector (bounded: a few seconds of traffic per kernel).
 RACE_TESTS := TestLoad|TestRandomIntegrity
+# rsocket's tests with a reader and a writer on one connection at once
+RSOCKET_RACE_TESTS := TestCopyVM|TestManyConnsVM|TestDeadlineVM
 vmrace:
 	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./uverbs/ VMTEST_FLAGS='-race -run "$(RACE_TESTS)"'
+	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./rsocket/ VMTEST_FLAGS='-race -run "$(RSOCKET_RACE_TESTS)"'
 
 # The load test for longer: make soak SOAK=8h.
 SOAK ?= 1h
