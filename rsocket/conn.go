@@ -406,7 +406,9 @@ func (c *Conn) await(mine chan struct{}, dl int64) {
 		}
 	}
 	c.mu.Lock()
-	if c.closed || c.err != nil {
+	// What wakes a waiter by kickLocked (a failure, Close, the peer gone)
+	// is checked under mu here, so that it is seen before or kicks after.
+	if c.closed || c.err != nil || c.peerGone {
 		c.mu.Unlock()
 		return
 	}
@@ -870,28 +872,8 @@ func (c *Conn) Close() error {
 }
 
 func (c *Conn) close() error {
-	c.mu.Lock()
-	posted := false
-	if c.err == nil && !c.peerGone && c.qp != nil && c.cancelCM != nil {
-		posted = c.postCtrl(ctrlDisconn, wrDisc)
-		c.discPosted = posted
-	}
-	c.mu.Unlock()
-	if posted {
-		// Its completion comes through whoever polls: this goroutine, or
-		// a Read or Write waiting on the channel.
-		dl := time.Now().Add(closeWait).UnixNano()
-		t := time.AfterFunc(closeWait, func() { notify(c.cdy) })
-		defer t.Stop()
-		for !isClosed(c.discDone) && time.Now().UnixNano() < dl {
-			c.await(c.cdy, dl)
-			c.mu.Lock()
-			failed := c.err != nil
-			c.mu.Unlock()
-			if failed {
-				break
-			}
-		}
+	if c.cancelCM != nil { // connected
+		c.sendDisconnect()
 	}
 	c.mu.Lock()
 	c.closed = true
@@ -909,6 +891,44 @@ func (c *Conn) close() error {
 	}
 	c.waiters.Wait()
 	return c.free()
+}
+
+// sendDisconnect sends the peer a DISCONNECT message and waits, at most
+// closeWait, for it to complete. Completions are processed only when
+// someone polls, so the control slots may all be taken by messages whose
+// completions wait in the CQ: it polls, and waits for a slot if need be.
+// The completions come through whoever polls: this goroutine, or a Read or
+// Write waiting on the channel.
+func (c *Conn) sendDisconnect() {
+	dl := time.Now().Add(closeWait).UnixNano()
+	t := time.AfterFunc(closeWait, func() { notify(c.cdy) })
+	defer t.Stop()
+	stop := func() bool { // holds mu
+		return c.err != nil || c.peerGone || time.Now().UnixNano() >= dl
+	}
+	for {
+		c.mu.Lock()
+		if stop() {
+			c.mu.Unlock()
+			return
+		}
+		if c.postCtrl(ctrlDisconn, wrDisc) {
+			c.discPosted = true
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		c.await(c.cdy, dl)
+	}
+	for !isClosed(c.discDone) {
+		c.await(c.cdy, dl)
+		c.mu.Lock()
+		done := stop()
+		c.mu.Unlock()
+		if done {
+			return
+		}
+	}
 }
 
 // free destroys the verbs objects and the ID, children first.
