@@ -302,6 +302,12 @@ func TestInteropVM(t *testing.T) {
 			serverDev: vmenv.RXE1, connectTo: vmenv.AddrB},
 	)
 	for _, tc := range cases {
+		// In make vmtest's GOVERBS_TRANSPORT=write pass, only the pairs
+		// of ibpingpong against itself: they make every verbs command of
+		// each variant through that transport (vmenv.RepeatPass).
+		if vmenv.RepeatPass() && !(tc.server.goSide && tc.client.goSide) {
+			continue
+		}
 		t.Run(tc.name(), tc.run)
 	}
 	if n := deviceFDs(); n != 0 {

@@ -171,15 +171,25 @@ func CaptureStdout(t testing.TB, f func()) string {
 }
 
 // OncePerKernel skips the test in make vmtest's pass with
-// GOVERBS_TRANSPORT=write. It is for long interop tests of a wire protocol
-// (a peer's messages, perftest's and rstream's exchanges): the transport
-// changes only how verbs commands reach the kernel, which the ioctl pass
-// and the uverbs tests of both passes cover, so running them twice per
-// kernel only lengthens CI. Run directly (no GOVERBS_TRANSPORT), the test
-// runs.
+// GOVERBS_TRANSPORT=write. It is for long tests whose second run on a
+// kernel checks nothing more of the transport: interop tests of a wire
+// protocol (a peer's messages, perftest's and rstream's exchanges), bulk
+// transfers on a provider's rings, command lines refused before a device
+// is opened. The transport changes only how verbs commands reach the
+// kernel, which the ioctl pass and the uverbs tests of both passes cover,
+// so running them twice per kernel only lengthens CI. Run directly (no
+// GOVERBS_TRANSPORT), the test runs.
 func OncePerKernel(t testing.TB) {
 	t.Helper()
-	if os.Getenv("GOVERBS_TRANSPORT") == "write" {
-		t.Skip("wire interop: runs in the ioctl pass of each kernel, not again with GOVERBS_TRANSPORT=write")
+	if RepeatPass() {
+		t.Skip("runs in the ioctl pass of each kernel, not again with GOVERBS_TRANSPORT=write")
 	}
 }
+
+// RepeatPass reports whether this is make vmtest's second pass of a kernel,
+// the one with GOVERBS_TRANSPORT=write. An interop matrix (a Go side
+// against a C tool in both roles, and against itself) runs there only its
+// Go-against-Go pairs: they make every verbs command the tool makes, now
+// through the write transport, while the pairs with the C tool only repeat
+// the wire exchange the ioctl pass checked.
+func RepeatPass() bool { return os.Getenv("GOVERBS_TRANSPORT") == "write" }
