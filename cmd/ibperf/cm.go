@@ -110,9 +110,31 @@ func (c *cmControl) wait(cq *uverbs.CQ, what string) (uverbs.WC, error) {
 		return uverbs.WC{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if wc := c.wcs[0]; wc.Status != uverbs.WCSuccess {
-		return wc, fmt.Errorf("%s: completion status %v (%d)", what, wc.Status, int(wc.Status))
+		return wc, &wcStatusError{what: what, send: cq == c.scq, status: wc.Status}
 	}
 	return c.wcs[0], nil
+}
+
+// wcStatusError is a control message's completion that did not succeed.
+type wcStatusError struct {
+	what   string
+	send   bool
+	status uverbs.WCStatus
+}
+
+func (e *wcStatusError) Error() string {
+	return fmt.Sprintf("%s: completion status %v (%d)", e.what, e.status, int(e.status))
+}
+
+// flushedLastSend reports whether err is the server's last message of
+// the closing handshake flushed: the client, which sends first and has
+// nothing left to wait for once it reads that message, disconnects at
+// once, and its QP can leave before the device acknowledges the message;
+// the server then sees its send flushed when the CM's disconnect moves
+// its QP to the error state. The exchange itself was complete.
+func flushedLastSend(err error) bool {
+	var we *wcStatusError
+	return errors.As(err, &we) && we.send && we.status == uverbs.WCWRFlushErr
 }
 
 // write is rdma_write_data: one signaled SEND of b, waited for.
