@@ -14,19 +14,24 @@ type uncomparableCtx struct {
 	tags []string
 }
 
+// pipeWaker returns a pipe's ends and a waker for reads of r, all closed
+// when t ends.
+func pipeWaker(t *testing.T) (r, w *os.File, wk *eventWaker) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk = new(eventWaker)
+	t.Cleanup(func() { wk.close(); r.Close(); w.Close() })
+	return r, w, wk
+}
+
 // TestEventWaker checks the waker on a pipe: a wait with one long-lived
 // context allocates nothing per wait, ending the context wakes a blocked
 // read, a context of an uncomparable type is handled without a panic, and
 // a wake-up left over from a replaced context does not end a later wait.
 func TestEventWaker(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	var wk eventWaker
-	defer wk.close()
+	r, w, wk := pipeWaker(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	if n := testing.AllocsPerRun(100, func() { wk.watch(ctx, r) }); n != 0 {
@@ -35,7 +40,7 @@ func TestEventWaker(t *testing.T) {
 
 	var v [8]byte
 	done := make(chan error, 1)
-	go func() { done <- readEvent(ctx, r, &wk, &v) }()
+	go func() { done <- readEvent(ctx, r, wk, &v) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	select {
@@ -60,12 +65,12 @@ func TestEventWaker(t *testing.T) {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
-	if err := readEvent(dctx, r, &wk, &v); err != nil || string(v[:]) != "12345678" {
+	if err := readEvent(dctx, r, wk, &v); err != nil || string(v[:]) != "12345678" {
 		t.Errorf("read after replaced contexts: %q, %v", v, err)
 	}
 	short, scancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer scancel()
-	if err := readEvent(short, r, &wk, &v); !errors.Is(err, context.DeadlineExceeded) {
+	if err := readEvent(short, r, wk, &v); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("read with nothing to read: %v, want DeadlineExceeded", err)
 	}
 }
@@ -76,20 +81,13 @@ func TestEventWaker(t *testing.T) {
 // wait applies to it, clearing it lets data through, and it never revives
 // a wait whose context has ended.
 func TestEventWakerOwnDeadline(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	var wk eventWaker
-	defer wk.close()
+	r, w, wk := pipeWaker(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var v [8]byte
 
 	done := make(chan error, 1)
-	go func() { done <- readEvent(ctx, r, &wk, &v) }()
+	go func() { done <- readEvent(ctx, r, wk, &v) }()
 	time.Sleep(50 * time.Millisecond)
 	if err := wk.setOwn(time.Unix(1, 0), r); err != nil {
 		t.Fatal(err)
@@ -103,22 +101,22 @@ func TestEventWakerOwnDeadline(t *testing.T) {
 		t.Fatal("a deadline in the past did not wake the read")
 	}
 	// Still in the past: the next wait returns at once.
-	if err := readEvent(ctx, r, &wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := readEvent(ctx, r, wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("read with the deadline passed: %v, want os.ErrDeadlineExceeded", err)
 	}
 	// A deadline ahead that passes during the wait.
 	wk.setOwn(time.Now().Add(30*time.Millisecond), r)
-	if err := readEvent(ctx, r, &wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := readEvent(ctx, r, wk, &v); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("read past a 30ms deadline: %v, want os.ErrDeadlineExceeded", err)
 	}
 	// Cleared: data gets through.
 	wk.setOwn(time.Time{}, r)
 	w.Write([]byte("abcdefgh"))
-	if err := readEvent(ctx, r, &wk, &v); err != nil || string(v[:]) != "abcdefgh" {
+	if err := readEvent(ctx, r, wk, &v); err != nil || string(v[:]) != "abcdefgh" {
 		t.Errorf("read with the deadline cleared: %q, %v", v, err)
 	}
 	// The context ends, then a deadline ahead is set: the wait still ends.
-	go func() { done <- readEvent(ctx, r, &wk, &v) }()
+	go func() { done <- readEvent(ctx, r, wk, &v) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	wk.setOwn(time.Now().Add(time.Hour), r)
