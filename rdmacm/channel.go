@@ -323,17 +323,13 @@ func (ch *EventChannel) deliver(r rawEvent) {
 	id.fillParams(&ev, &r)
 	switch r.typ {
 	case EventDisconnected:
-		if qp := id.QP(); qp != nil {
-			qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
-		}
+		id.errQP()
 	case EventDeviceRemoval:
 		id.mu.Lock()
 		id.removed = true
-		dev, qp := id.dev, id.qp
+		dev := id.dev
 		id.mu.Unlock()
-		if qp != nil {
-			qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
-		}
+		id.errQP()
 		if dev != nil {
 			dev.markRemoved()
 		}

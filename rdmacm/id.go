@@ -79,6 +79,21 @@ type ID struct {
 	offered    ConnParam
 	mcs        []*Multicast
 	sharedChan bool // Close releases the shared channel (IDs of Dial and Listen)
+
+	// qpOp is held by the event reader while it moves the QP to the error
+	// state (DISCONNECTED, DEVICE_REMOVAL) and by DestroyQP: the kernel
+	// refuses to destroy a QP (EBUSY) while another command on it runs.
+	qpOp sync.Mutex
+}
+
+// errQP moves the ID's QP, if any, to the error state, as librdmacm does
+// when it reports a disconnect, under qpOp.
+func (id *ID) errQP() {
+	id.qpOp.Lock()
+	defer id.qpOp.Unlock()
+	if qp := id.QP(); qp != nil {
+		qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+	}
 }
 
 // CreateID creates an ID on the channel. qpType is the QP type the ID will
@@ -674,7 +689,10 @@ func (id *ID) Close() error {
 		}
 	}
 	if qp != nil {
-		if err := qp.Close(); err != nil && !errors.Is(err, uverbs.ErrDeviceRemoved) && !errors.Is(err, uverbs.ErrClosed) {
+		id.qpOp.Lock() // after an errQP that took the QP before it was cleared
+		err := qp.Close()
+		id.qpOp.Unlock()
+		if err != nil && !errors.Is(err, uverbs.ErrDeviceRemoved) && !errors.Is(err, uverbs.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}

@@ -156,6 +156,10 @@ func (id *ID) DestroyQP() error {
 	if id == nil {
 		return fmt.Errorf("rdmacm: destroy qp: nil ID: %w", unix.EINVAL)
 	}
+	// Not while the event reader moves the QP to the error state: the
+	// kernel would refuse the destroy with EBUSY.
+	id.qpOp.Lock()
+	defer id.qpOp.Unlock()
 	id.mu.Lock()
 	qp := id.qp
 	id.qp = nil

@@ -126,12 +126,14 @@ func (e *wcStatusError) Error() string {
 	return fmt.Sprintf("%s: completion status %v (%d)", e.what, e.status, int(e.status))
 }
 
-// flushedLastSend reports whether err is the server's last message of
-// the closing handshake flushed: the client, which sends first and has
-// nothing left to wait for once it reads that message, disconnects at
-// once, and its QP can leave before the device acknowledges the message;
-// the server then sees its send flushed when the CM's disconnect moves
-// its QP to the error state. The exchange itself was complete.
+// flushedLastSend reports whether err is a send of the closing handshake
+// flushed. Each side disconnects as soon as its part of the handshake is
+// done, and a QP can leave before its device acknowledged the other
+// side's message: that side then sees its send flushed when the CM's
+// disconnect moves its QP to the error state (the server's reply, after
+// the client read it; or the client's message, once the server read it
+// and replied, which happens on rxe when the acknowledgement is late). The
+// peer had what it needed: the exchange is over.
 func flushedLastSend(err error) bool {
 	var we *wcStatusError
 	return errors.As(err, &we) && we.send && we.status == uverbs.WCWRFlushErr
