@@ -206,7 +206,7 @@ func (c *Conn) Write(verb string, w *Write) error {
 		*q = Ioctl{Object: abi.ObjectDevice, Method: abi.MethodInvokeWrite}
 		w.fillInvokeWrite(q)
 		err := c.doIoctl(verb, "invoke_write", q)
-		*q = Ioctl{} // keep no caller's buffers reachable
+		clear(q.bufs[:]) // keep no caller's buffers reachable; the next Get resets the rest
 		ioctlPool.Put(q)
 		return err
 	}
