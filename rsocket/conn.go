@@ -313,8 +313,7 @@ func (c *Conn) sentSeq() uint32 { return uint32(c.sseqNo) + c.ctrlSeq<<16 }
 func (c *Conn) keepAlive() {
 	// Nobody may be reading or writing: the completions of the last
 	// keepalives free their control slots here.
-	if _, err := c.pollOnce(); err != nil {
-		c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+	if c.pollOrFail() < 0 {
 		return
 	}
 	c.mu.Lock()
@@ -393,12 +392,7 @@ const spinTime = 10 * time.Microsecond
 // rechecks its condition and calls again.
 func (c *Conn) await(mine chan struct{}, dl int64) {
 	for start := time.Now(); ; {
-		n, err := c.pollOnce()
-		if err != nil {
-			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
-			return
-		}
-		if n > 0 {
+		if c.pollOrFail() != 0 {
 			return
 		}
 		if time.Since(start) >= spinTime {
@@ -449,10 +443,7 @@ func (c *Conn) await(mine chan struct{}, dl int64) {
 	// this one waits for before the CQ was armed, so that no event will
 	// come for it; its process signalled mine under pollMu, which this
 	// poll takes, so the signal is visible below.
-	if n, err := c.pollOnce(); err != nil || n > 0 {
-		if err != nil {
-			c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
-		}
+	if c.pollOrFail() != 0 {
 		return
 	}
 	select {
@@ -467,9 +458,18 @@ func (c *Conn) await(mine chan struct{}, dl int64) {
 	c.mu.Lock()
 	c.armed = false
 	c.mu.Unlock()
-	if _, err := c.pollOnce(); err != nil {
+	c.pollOrFail()
+}
+
+// pollOrFail is pollOnce that fails the connection on an error: it
+// returns the completions processed, or -1 after an error.
+func (c *Conn) pollOrFail() int {
+	n, err := c.pollOnce()
+	if err != nil {
 		c.fail(fmt.Errorf("rsocket: polling the CQ: %w", err))
+		return -1
 	}
+	return n
 }
 
 // stopWaiting ends a goroutine's turn on the completion channel and wakes
