@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -41,7 +43,7 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := f.Read(buf)
+		n, err := w.read(f, buf)
 		if err == nil {
 			if n != len(buf) {
 				return fmt.Errorf("uverbs: short event read: %d of %d bytes", n, len(buf))
@@ -76,6 +78,8 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 // It also holds the file's own deadline (CompChannel.SetDeadline), which
 // applies beside the waiter's context and may move while it waits.
 type eventWaker struct {
+	rc syscall.RawConn // the file's, made on the first read
+
 	mu   sync.Mutex
 	ctx  context.Context
 	stop func() bool
@@ -83,6 +87,77 @@ type eventWaker struct {
 	dl    time.Time       // SetDeadline's; zero: none
 	wctx  context.Context // the context of the last wait
 	wctDL time.Time       // its deadline
+}
+
+// read reads one event from f into buf, as f.Read would, waiting on the
+// netpoller while there is none. The read itself is a RawSyscall: an event
+// file answers at once (an event or EAGAIN), and a Syscall would tell the Go
+// scheduler that the goroutine may block, which wakes the runtime's monitor
+// thread whenever the process was idle before, a thread wake-up per event
+// that a C program waiting in read() does not pay (internal/transport's
+// quick commands say more).
+func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
+	w.mu.Lock()
+	if w.rc == nil {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			w.mu.Unlock()
+			return 0, err
+		}
+		w.rc = rc
+	}
+	rc := w.rc
+	w.mu.Unlock()
+	r := rawReads.Get().(*rawRead)
+	r.buf = buf
+	err := rc.Read(r.fn)
+	n, errno := r.n, r.errno
+	r.buf = nil
+	rawReads.Put(r)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, err
+	case err != nil:
+		// RawRead's other errors are the file closing under the read
+		// (f.Read says os.ErrClosed for them).
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: os.ErrClosed}
+	case errno != 0:
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: errno}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// rawRead is one read's state, pooled so that reading allocates nothing:
+// fn, the method value handed to RawConn.Read, is made once per rawRead.
+type rawRead struct {
+	buf   []byte
+	n     int
+	errno unix.Errno
+	fn    func(fd uintptr) bool
+}
+
+var rawReads = sync.Pool{New: func() any {
+	r := new(rawRead)
+	r.fn = r.read
+	return r
+}}
+
+// read makes the system call; false asks RawConn.Read to wait for the
+// file to become readable.
+func (r *rawRead) read(fd uintptr) bool {
+	for {
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.buf))), uintptr(len(r.buf)))
+		if errno == unix.EINTR {
+			continue
+		}
+		r.n, r.errno = int(n), errno
+		if errno != 0 {
+			r.n = 0
+		}
+		return errno != unix.EAGAIN
+	}
 }
 
 // setDeadline sets f's read deadline for a wait with ctx (deadline

@@ -129,3 +129,43 @@ func TestEventWakerOwnDeadline(t *testing.T) {
 		t.Fatal("a deadline set after the context ended kept the read waiting")
 	}
 }
+
+// TestEventRead checks the raw read under readEvent: an event waiting is
+// read without an allocation, and a read blocked when the file closes fails
+// with os.ErrClosed, as os.File.Read's would.
+func TestEventRead(t *testing.T) {
+	r, w, wk := pipeWaker(t)
+	ctx := context.Background()
+	var v [8]byte
+	if _, err := w.Write([]byte("00000000")); err != nil {
+		t.Fatal(err)
+	}
+	if err := readEvent(ctx, r, wk, &v); err != nil || string(v[:]) != "00000000" {
+		t.Fatalf("first read: %q, %v", v, err)
+	}
+	msg := []byte("abcdefgh")
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := readEvent(ctx, r, wk, &v); err != nil || string(v[:]) != "abcdefgh" {
+			t.Fatalf("read: %q, %v", v, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per event, want 0", allocs)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- readEvent(ctx, r, wk, &v) }()
+	time.Sleep(50 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("read blocked when the file closed: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the file did not wake the read")
+	}
+}

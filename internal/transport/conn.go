@@ -155,7 +155,12 @@ func (c *Conn) doIoctl(verb, path string, q *Ioctl) error {
 	if traceOn {
 		start = time.Now()
 	}
-	err := c.kernel.Ioctl(c.fd, q, c.driver)
+	var err error
+	if sys, ok := c.kernel.(System); ok && quickIoctl(c.driver, q) {
+		err = sys.ioctlRaw(c.fd, q, c.driver)
+	} else {
+		err = c.kernel.Ioctl(c.fd, q, c.driver)
+	}
 	if traceOn {
 		traceIoctl(verb, path, q, err, time.Since(start))
 	}
@@ -258,7 +263,11 @@ func (c *Conn) rawWrite(verb string, w *Write) error {
 	if traceOn {
 		start = time.Now()
 	}
-	err = c.kernel.Write(c.fd, buf, w.Out)
+	if sys, ok := c.kernel.(System); ok && quickWrite(c.driver, w.Cmd) {
+		err = sys.writeRaw(c.fd, buf, w.Out)
+	} else {
+		err = c.kernel.Write(c.fd, buf, w.Out)
+	}
 	if traceOn {
 		traceWrite(verb, w, err, time.Since(start))
 	}

@@ -46,6 +46,11 @@ type Ioctl struct {
 	kinds [MaxAttrs]attrKind
 	bufs  [MaxAttrs][]byte
 	err   error
+
+	// invokeWrite says the request carries write command writeCmd
+	// (Write.fillInvokeWrite), for quickIoctl.
+	invokeWrite bool
+	writeCmd    uint32
 }
 
 // wire is the contiguous header and attribute array handed to the kernel.

@@ -26,14 +26,7 @@ type System struct{}
 
 // Ioctl implements Kernel.
 func (System) Ioctl(fd int, q *Ioctl, driver abi.DriverID) error {
-	q.w.hdr = q.header(driver)
-	for i := 0; i < q.n; i++ {
-		if k := q.kinds[i]; (k == kindPtrIn || k == kindPtrOut) && len(q.bufs[i]) > 0 {
-			// The buffers are ordinary Go memory referenced from q, which
-			// stays reachable (KeepAlive below); the heap does not move.
-			q.w.attrs[i].Data = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(q.bufs[i]))))
-		}
-	}
+	q.prepare(driver)
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
 	runtime.KeepAlive(q)
 	if errno != 0 {
@@ -42,15 +35,31 @@ func (System) Ioctl(fd int, q *Ioctl, driver abi.DriverID) error {
 	return nil
 }
 
+// prepare fills in q's header and its buffers' addresses.
+func (q *Ioctl) prepare(driver abi.DriverID) {
+	q.w.hdr = q.header(driver)
+	for i := 0; i < q.n; i++ {
+		if k := q.kinds[i]; (k == kindPtrIn || k == kindPtrOut) && len(q.bufs[i]) > 0 {
+			// The buffers are ordinary Go memory referenced from q, which
+			// stays reachable (the callers' KeepAlive); the heap does not move.
+			q.w.attrs[i].Data = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(q.bufs[i]))))
+		}
+	}
+}
+
 // Write implements Kernel.
 func (System) Write(fd int, buf, resp []byte) error {
 	n, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
 	runtime.KeepAlive(buf)
 	runtime.KeepAlive(resp)
+	return writeResult(n, errno, len(buf))
+}
+
+func writeResult(n uintptr, errno unix.Errno, want int) error {
 	if errno != 0 {
 		return errno
 	}
-	if int(n) != len(buf) {
+	if int(n) != want {
 		// The kernel returns the full length or an error; anything else
 		// means the command was not taken as a whole.
 		return unix.EIO

@@ -96,6 +96,7 @@ func (w *Write) hasResponse() bool { return len(w.Out) > 0 }
 // equivalent ioctl of the command.
 func (w *Write) fillInvokeWrite(q *Ioctl) {
 	q.Const(abi.AttrWriteCmd, uint64(w.Cmd))
+	q.invokeWrite, q.writeCmd = true, w.Cmd
 	if w.CoreIn > 0 {
 		q.In(abi.AttrCoreIn, w.In[:w.CoreIn])
 	}

@@ -49,8 +49,15 @@ func (d *doorbell) init(handle uint32) {
 
 // ring makes the one system call of a post. The caller holds the
 // context's lifetime lock, so the fd is still the uverbs file.
+//
+// It is a RawSyscall: the kernel only hands the queue to rxe's requester
+// (on some kernels it runs it in the caller's context) and never waits, so
+// there is nothing for the Go scheduler to do meanwhile, and a Syscall
+// would wake the runtime's monitor thread on the first post after the
+// process was idle, a thread wake-up per message in a ping-pong
+// (internal/transport's quick commands say more).
 func (d *doorbell) ring(fd int) error {
-	_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&d.cmd)), uintptr(len(d.cmd)))
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&d.cmd)), uintptr(len(d.cmd)))
 	runtime.KeepAlive(d)
 	if errno != 0 {
 		return &transport.Error{Verb: "post_send doorbell", Transport: "write", Errno: errno}
