@@ -157,7 +157,7 @@ func (c *Conn) doIoctl(verb, path string, q *Ioctl) error {
 	}
 	var err error
 	if sys, ok := c.kernel.(System); ok && quickIoctl(c.driver, q) {
-		err = sys.ioctlRaw(c.fd, q, c.driver)
+		err = sys.ioctl(c.fd, q, c.driver, true)
 	} else {
 		err = c.kernel.Ioctl(c.fd, q, c.driver)
 	}
@@ -264,7 +264,7 @@ func (c *Conn) rawWrite(verb string, w *Write) error {
 		start = time.Now()
 	}
 	if sys, ok := c.kernel.(System); ok && quickWrite(c.driver, w.Cmd) {
-		err = sys.writeRaw(c.fd, buf, w.Out)
+		err = sys.write(c.fd, buf, w.Out, true)
 	} else {
 		err = c.kernel.Write(c.fd, buf, w.Out)
 	}

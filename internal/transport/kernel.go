@@ -25,9 +25,21 @@ type Kernel interface {
 type System struct{}
 
 // Ioctl implements Kernel.
-func (System) Ioctl(fd int, q *Ioctl, driver abi.DriverID) error {
+func (s System) Ioctl(fd int, q *Ioctl, driver abi.DriverID) error {
+	return s.ioctl(fd, q, driver, false)
+}
+
+// ioctl makes the system call, by RawSyscall when raw (a quick command).
+func (System) ioctl(fd int, q *Ioctl, driver abi.DriverID, raw bool) error {
 	q.prepare(driver)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
+	// Direct calls, so that the compiler keeps what the uintptr
+	// arguments point to alive and in place for the call.
+	var errno unix.Errno
+	if raw {
+		_, _, errno = unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
+	} else {
+		_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
+	}
 	runtime.KeepAlive(q)
 	if errno != 0 {
 		return errno
@@ -48,8 +60,19 @@ func (q *Ioctl) prepare(driver abi.DriverID) {
 }
 
 // Write implements Kernel.
-func (System) Write(fd int, buf, resp []byte) error {
-	n, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+func (s System) Write(fd int, buf, resp []byte) error {
+	return s.write(fd, buf, resp, false)
+}
+
+// write makes the system call, by RawSyscall when raw (a quick command).
+func (System) write(fd int, buf, resp []byte, raw bool) error {
+	var n uintptr
+	var errno unix.Errno
+	if raw {
+		n, _, errno = unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+	} else {
+		n, _, errno = unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+	}
 	runtime.KeepAlive(buf)
 	runtime.KeepAlive(resp)
 	return writeResult(n, errno, len(buf))

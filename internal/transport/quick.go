@@ -1,11 +1,6 @@
 package transport
 
 import (
-	"runtime"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/internal/abi"
 )
 
@@ -69,23 +64,4 @@ func quickIoctl(driver abi.DriverID, q *Ioctl) bool {
 // code alone, with no device firmware behind them.
 func softwareDriver(driver abi.DriverID) bool {
 	return driver == abi.DriverRXE || driver == abi.DriverSIW
-}
-
-// ioctlRaw is System.Ioctl by RawSyscall.
-func (System) ioctlRaw(fd int, q *Ioctl, driver abi.DriverID) error {
-	q.prepare(driver)
-	_, _, errno := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), abi.VerbsIoctl, uintptr(unsafe.Pointer(&q.w)))
-	runtime.KeepAlive(q)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// writeRaw is System.Write by RawSyscall.
-func (System) writeRaw(fd int, buf, resp []byte) error {
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
-	runtime.KeepAlive(buf)
-	runtime.KeepAlive(resp)
-	return writeResult(n, errno, len(buf))
 }
