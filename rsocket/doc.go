@@ -30,10 +30,12 @@
 // Conn implements net.Conn: deadlines (os.ErrDeadlineExceeded; a
 // connection stays usable after a read deadline), Close from any
 // goroutine unblocking Read and Write, CloseWrite (the protocol's
-// shutdown: the peer reads EOF and may keep sending). One goroutine per
-// connection handles completions, parked on the completion channel's file
-// descriptor in the Go netpoller; Read and Write wait on it without a
-// thread of their own.
+// shutdown: the peer reads EOF and may keep sending). There is no
+// goroutine per connection: a Read or Write that cannot go on polls the
+// connection's CQ itself, as librdmacm's callers do, for 10 µs, and then
+// one of them at a time arms the CQ and sleeps on the completion channel,
+// parked on the Go netpoller, so that a waiting connection holds no
+// thread. Completions nobody needs yet wait in the CQ.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
 // rsocket rings of twice their value), inline size, QP depths, keepalive
