@@ -664,13 +664,16 @@ func (p *perf) closeCM() {
 		for _, id := range t.ids {
 			id.Disconnect()
 		}
-		if p.isClient() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			for _, id := range t.ids {
-				id.WaitFor(ctx, rdmacm.EventDisconnected)
-			}
-			cancel()
+		// Both sides wait for DISCONNECTED before destroying the IDs, as
+		// perftest's rdma_cm_disconnect_nodes does: destroying an ID whose
+		// DREQ is not yet answered cancels the DREQ's retransmission, and a
+		// perftest client, which waits for DISCONNECTED without a time
+		// limit, would never see one if that first DREQ were lost.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, id := range t.ids {
+			id.WaitFor(ctx, rdmacm.EventDisconnected)
 		}
+		cancel()
 	}
 	for _, id := range t.ids {
 		id.Close()

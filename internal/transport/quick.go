@@ -21,7 +21,9 @@ import (
 //
 // Never quick: memory registration (it pins pages, as long as the region
 // is large), destroy commands (they wait for the device's tasks to drain),
-// and anything that reads events.
+// and anything else that can wait. (uverbs reads its event files, which
+// answer at once with an event or EAGAIN, by RawSyscall too, and waits for
+// them on the netpoller.)
 
 // quickWrite reports whether write command cmd (flags included) is quick on
 // driver's devices.
