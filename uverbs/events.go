@@ -109,10 +109,16 @@ func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
 	rc := w.rc
 	w.mu.Unlock()
 	r := rawReads.Get().(*rawRead)
-	r.buf = buf
+	if len(buf) > len(r.data) {
+		rawReads.Put(r)
+		return 0, fmt.Errorf("uverbs: event of %d bytes, more than a read takes (%d)", len(buf), len(r.data))
+	}
+	// The event is read into r's own room and copied out, so that buf
+	// (the caller's event, often on its stack) is not kept by r.
+	r.want = len(buf)
 	err := rc.Read(r.fn)
 	n, errno := r.n, r.errno
-	r.buf = nil
+	copy(buf, r.data[:n])
 	rawReads.Put(r)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -132,7 +138,8 @@ func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
 // rawRead is one read's state, pooled so that reading allocates nothing:
 // fn, the method value handed to RawConn.Read, is made once per rawRead.
 type rawRead struct {
-	buf   []byte
+	data  [32]byte // the largest event descriptor is 16 bytes
+	want  int
 	n     int
 	errno unix.Errno
 	fn    func(fd uintptr) bool
@@ -148,7 +155,7 @@ var rawReads = sync.Pool{New: func() any {
 // file to become readable.
 func (r *rawRead) read(fd uintptr) bool {
 	for {
-		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.buf))), uintptr(len(r.buf)))
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.data)), uintptr(r.want))
 		if errno == unix.EINTR {
 			continue
 		}

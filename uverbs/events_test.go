@@ -148,8 +148,9 @@ func TestEventRead(t *testing.T) {
 		if _, err := w.Write(msg); err != nil {
 			t.Fatal(err)
 		}
-		if err := readEvent(ctx, r, wk, &v); err != nil || string(v[:]) != "abcdefgh" {
-			t.Fatalf("read: %q, %v", v, err)
+		var e [8]byte // the caller's event stays where it is (here, the stack)
+		if err := readEvent(ctx, r, wk, &e); err != nil || string(e[:]) != "abcdefgh" {
+			t.Fatalf("read: %q, %v", e, err)
 		}
 	})
 	if allocs != 0 {
