@@ -285,6 +285,7 @@ func (c *Context) getContext() error {
 			return err
 		}
 		c.async = f
+		c.asyncWaker.rc = rawConn(f)
 		return nil
 	})
 	if err != nil {
@@ -318,6 +319,7 @@ func (c *Context) allocAsyncFD() error {
 		return err
 	}
 	c.async = f
+	c.asyncWaker.rc = rawConn(f)
 	return nil
 }
 

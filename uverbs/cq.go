@@ -50,7 +50,7 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch := &CompChannel{ctx: c, file: f, id: c.nextID.Add(1)}
+	ch := &CompChannel{ctx: c, file: f, id: c.nextID.Add(1), waker: eventWaker{rc: rawConn(f)}}
 	c.chans.Store(ch.id, weak.Make(ch))
 	return ch, nil
 }

@@ -78,7 +78,7 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 // It also holds the file's own deadline (CompChannel.SetDeadline), which
 // applies beside the waiter's context and may move while it waits.
 type eventWaker struct {
-	rc syscall.RawConn // the file's, made on the first read
+	rc syscall.RawConn // the file's (rawConn), set where the file is made
 
 	mu   sync.Mutex
 	ctx  context.Context
@@ -89,6 +89,13 @@ type eventWaker struct {
 	wctDL time.Time       // its deadline
 }
 
+// rawConn is f's syscall.RawConn, which the event reads go through. An
+// *os.File's SyscallConn fails only for a nil file.
+func rawConn(f *os.File) syscall.RawConn {
+	rc, _ := f.SyscallConn()
+	return rc
+}
+
 // read reads one event from f into buf, as f.Read would, waiting on the
 // netpoller while there is none. The read itself is a RawSyscall: an event
 // file answers at once (an event or EAGAIN), and a Syscall would tell the Go
@@ -97,17 +104,9 @@ type eventWaker struct {
 // that a C program waiting in read() does not pay (internal/transport's
 // quick commands say more).
 func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
-	w.mu.Lock()
 	if w.rc == nil {
-		rc, err := f.SyscallConn()
-		if err != nil {
-			w.mu.Unlock()
-			return 0, err
-		}
-		w.rc = rc
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: os.ErrInvalid} // no file: as f.Read says
 	}
-	rc := w.rc
-	w.mu.Unlock()
 	r := rawReads.Get().(*rawRead)
 	if len(buf) > len(r.data) {
 		rawReads.Put(r)
@@ -116,7 +115,7 @@ func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
 	// The event is read into r's own room and copied out, so that buf
 	// (the caller's event, often on its stack) is not kept by r.
 	r.want = len(buf)
-	err := rc.Read(r.fn)
+	err := w.rc.Read(r.fn)
 	n, errno := r.n, r.errno
 	copy(buf, r.data[:n])
 	rawReads.Put(r)

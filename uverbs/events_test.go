@@ -21,7 +21,7 @@ func pipeWaker(t *testing.T) (r, w *os.File, wk *eventWaker) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wk = new(eventWaker)
+	wk = &eventWaker{rc: rawConn(r)}
 	t.Cleanup(func() { wk.close(); r.Close(); w.Close() })
 	return r, w, wk
 }
