@@ -105,7 +105,7 @@ func rawConn(f *os.File) syscall.RawConn {
 // quick commands say more).
 func (w *eventWaker) read(f *os.File, buf []byte) (int, error) {
 	if w.rc == nil {
-		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: os.ErrInvalid} // no file: as f.Read says
+		return 0, os.ErrInvalid // no file, as a nil *os.File's Read says
 	}
 	r := rawReads.Get().(*rawRead)
 	if len(buf) > len(r.data) {
