@@ -40,8 +40,8 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 		}
 		// Checked after the deadline is set: a wake-up from here on moves
 		// it into the past, one before would have been overwritten.
-		if err := ctx.Err(); err != nil {
-			return err
+		if ended(ctx) {
+			return ctx.Err()
 		}
 		n, err := w.read(f, buf)
 		if err == nil {
@@ -53,8 +53,8 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if ended(ctx) {
+			return ctx.Err()
 		}
 		// The read deadline is ctx's own; its timer may not have fired yet.
 		now := time.Now()
@@ -87,6 +87,37 @@ type eventWaker struct {
 	dl    time.Time       // SetDeadline's; zero: none
 	wctx  context.Context // the context of the last wait
 	wctDL time.Time       // its deadline
+
+	// applied is the read deadline last set on the file (valid once
+	// set), so that a wait whose deadline did not change (most waits:
+	// none before, none now) skips setting it again, which takes the
+	// file's and the netpoller's locks.
+	applied    time.Time
+	appliedSet bool
+}
+
+// ended reports whether ctx is done, without the lock its Err takes.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// applyLocked sets f's read deadline to t unless it is already t. Holds
+// w.mu.
+func (w *eventWaker) applyLocked(t time.Time, f *os.File) error {
+	if w.appliedSet && w.applied.Equal(t) {
+		return nil
+	}
+	if err := f.SetReadDeadline(t); err != nil {
+		w.appliedSet = false
+		return err
+	}
+	w.applied, w.appliedSet = t, true
+	return nil
 }
 
 // rawConn is f's syscall.RawConn, which the event reads go through. An
@@ -172,7 +203,7 @@ func (w *eventWaker) setDeadline(ctx context.Context, ctxDL time.Time, f *os.Fil
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.wctx, w.wctDL = ctx, ctxDL
-	return f.SetReadDeadline(earliest(ctxDL, w.dl))
+	return w.applyLocked(earliest(ctxDL, w.dl), f)
 }
 
 // setOwn sets the waker's own deadline and moves a current wait's.
@@ -181,10 +212,10 @@ func (w *eventWaker) setOwn(t time.Time, f *os.File) error {
 	defer w.mu.Unlock()
 	w.dl = t
 	eff := earliest(w.wctDL, t)
-	if w.wctx != nil && w.wctx.Err() != nil {
+	if w.wctx != nil && ended(w.wctx) {
 		eff = time.Unix(1, 0) // keep the wake-up of an ended context
 	}
-	return f.SetReadDeadline(eff)
+	return w.applyLocked(eff, f)
 }
 
 func (w *eventWaker) deadline() time.Time {
@@ -217,7 +248,11 @@ func (w *eventWaker) watch(ctx context.Context, f *os.File) {
 		w.stop()
 	}
 	w.ctx = ctx
-	w.stop = context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
+	w.stop = context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.applyLocked(time.Unix(1, 0), f)
+	})
 }
 
 // close drops the registration, so that a closed file is not kept
