@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,19 @@ type Config struct {
 	// back neither completed nor failed in 20 s. 0 (the default) sends
 	// none; at least a millisecond otherwise.
 	KeepAlive time.Duration
+	// PollTime is how long a Read or Write that cannot go on keeps
+	// polling for completions before it arms the CQ and sleeps on its
+	// completion channel (default 200 µs). The first 10 µs poll back to
+	// back, as librdmacm's polling_time does; after that the caller gives
+	// the CPU up before each poll (sched_yield, and to other goroutines
+	// every 50 µs), so that the threads that deliver the completion (on
+	// rxe, the kernel's own, which queue behind a busy CPU since Linux
+	// 6.4) run meanwhile. A completion found by polling costs no arming,
+	// no event read and no wake-up through the Go scheduler, which is
+	// most of a small message's round trip on rxe; a connection whose
+	// peer answers later spends up to PollTime of CPU per wait before it
+	// sleeps. 10 µs polls as librdmacm does; not negative.
+	PollTime time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -61,6 +75,9 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.Inline, 64)
 	def(&c.SQSize, 384)
 	def(&c.RQSize, 384)
+	if c.PollTime == 0 {
+		c.PollTime = defaultPollTime
+	}
 	switch {
 	case c.SendBuffer < 4096 || c.SendBuffer > 1<<30:
 		return c, fmt.Errorf("rsocket: Config.SendBuffer %d is outside 4096..2^30: %w", c.SendBuffer, unix.EINVAL)
@@ -74,6 +91,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("rsocket: Config.RQSize %d is outside 16..65534: %w", c.RQSize, unix.EINVAL)
 	case c.KeepAlive < 0 || c.KeepAlive > 0 && c.KeepAlive < time.Millisecond:
 		return c, fmt.Errorf("rsocket: Config.KeepAlive %v is neither 0 nor at least 1ms: %w", c.KeepAlive, unix.EINVAL)
+	case c.PollTime < 0:
+		return c, fmt.Errorf("rsocket: Config.PollTime %v is negative: %w", c.PollTime, unix.EINVAL)
 	}
 	return c, nil
 }
@@ -378,12 +397,26 @@ func (c *Conn) pollOnce() (int, error) {
 	return n, err
 }
 
-// spinTime is how long await polls the CQ before it sleeps, librdmacm's
-// polling_time: a completion due in a moment costs no arming and no
-// wake-up. (Measured in the test VM: spinning 0, 10 µs, 50 µs, 300 µs and
-// 1 ms gave the same or worse latency beyond 10 µs: a spinning caller takes
-// the CPU the kernel's rxe needs to deliver.)
-const spinTime = 10 * time.Microsecond
+// spinTime is how long await polls back to back before it yields the CPU
+// between polls, librdmacm's polling_time; defaultPollTime is how long it
+// polls in all before it sleeps (Config.PollTime), and goschedEvery how
+// often it lets the goroutines queued behind it run meanwhile.
+//
+// Measured in the test VM (rstream's 64 B latency, Go against rdma-core's,
+// 2026-11-27): polling back to back beyond 10 µs was no better or worse, as
+// the poller takes the CPU that rxe needs to deliver; sleeping after 10
+// µs made each message pay arming the CQ, reading the event and the Go
+// scheduler's wake-up (epoll and a thread switch), which left Go's
+// latency at 1.2-1.4 times rdma-core's on 6.12, where rxe's work runs in
+// kernel threads that need a CPU. Polling with sched_yield between polls
+// up to 200 µs gave 0.7-0.8 of rdma-core's on 6.12 and a third of it on
+// 6.1 (100 µs and 500 µs were no better; a Gosched before every poll was
+// worse).
+const (
+	spinTime        = 10 * time.Microsecond
+	defaultPollTime = 200 * time.Microsecond
+	goschedEvery    = 50 * time.Microsecond
+)
 
 // await returns when the caller (Read, Write, CloseWrite, Close) may be
 // able to go on: completions were processed, the deadline dl (unix nanos,
@@ -391,12 +424,29 @@ const spinTime = 10 * time.Microsecond
 // goroutine handed over. mine is the caller's wake-up channel. The caller
 // rechecks its condition and calls again.
 func (c *Conn) await(mine chan struct{}, dl int64) {
-	for start := time.Now(); ; {
+	start := time.Now()
+	gosched := spinTime + goschedEvery
+	for {
 		if c.pollOrFail() != 0 {
 			return
 		}
-		if time.Since(start) >= spinTime {
+		now := time.Now()
+		el := now.Sub(start)
+		if dl != 0 && now.UnixNano() >= dl {
+			return // the caller reports its deadline
+		}
+		if el >= c.cfg.PollTime {
 			break
+		}
+		if el >= spinTime {
+			if el >= gosched {
+				runtime.Gosched()
+				gosched = el + goschedEvery
+			}
+			// Raw: it returns at once, and a Syscall would wake the
+			// runtime's monitor thread (internal/transport's quick
+			// commands say more).
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}
 	c.mu.Lock()
