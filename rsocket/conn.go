@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,14 +52,17 @@ type Config struct {
 	// polling for completions before it arms the CQ and sleeps on its
 	// completion channel (default 200 µs). The first 10 µs poll back to
 	// back, as librdmacm's polling_time does; after that the caller gives
-	// the CPU up before each poll (sched_yield, and to other goroutines
-	// every 50 µs), so that the threads that deliver the completion (on
-	// rxe, the kernel's own, which queue behind a busy CPU since Linux
-	// 6.4) run meanwhile. A completion found by polling costs no arming,
-	// no event read and no wake-up through the Go scheduler, which is
-	// most of a small message's round trip on rxe; a connection whose
-	// peer answers later spends up to PollTime of CPU per wait before it
-	// sleeps. 10 µs polls as librdmacm does; not negative.
+	// the CPU up before each poll (sched_yield), so that the threads that
+	// deliver the completion (on rxe, the kernel's own, which since Linux
+	// 6.4 run in kernel threads that need a CPU) run meanwhile. A
+	// completion found by polling costs no arming, no event read and no
+	// wake-up through the Go scheduler, which is most of a small
+	// message's round trip on rxe; a connection whose peer answers later
+	// spends up to PollTime of CPU per wait before it sleeps, and the
+	// goroutine keeps its P meanwhile. While data moves in messages of
+	// 16 KiB or more a wait polls 10 µs only: the wait is then the data's
+	// transfer, which polling would take CPU from. 10 µs polls as
+	// librdmacm does; not negative.
 	PollTime time.Duration
 }
 
@@ -187,6 +189,9 @@ type Conn struct {
 	kaSeq        uint32
 	kaSent       atomic.Uint64
 	kaAcked      atomic.Uint64
+	// bulk: the last data message received or sent carried at least
+	// bulkSize bytes (await then polls spinTime only)
+	bulk         atomic.Bool
 	rdl, wdl     atomic.Int64 // deadlines, unix nanos; 0 none
 	rtimer       *time.Timer
 	wtimer       *time.Timer
@@ -399,23 +404,25 @@ func (c *Conn) pollOnce() (int, error) {
 
 // spinTime is how long await polls back to back before it yields the CPU
 // between polls, librdmacm's polling_time; defaultPollTime is how long it
-// polls in all before it sleeps (Config.PollTime), and goschedEvery how
-// often it lets the goroutines queued behind it run meanwhile.
+// polls in all before it sleeps (Config.PollTime), except while data moves
+// in messages of bulkSize bytes or more, when it polls spinTime only.
 //
-// Measured in the test VM (rstream's 64 B latency, Go against rdma-core's,
-// 2026-11-27): polling back to back beyond 10 µs was no better or worse, as
-// the poller takes the CPU that rxe needs to deliver; sleeping after 10
-// µs made each message pay arming the CQ, reading the event and the Go
-// scheduler's wake-up (epoll and a thread switch), which left Go's
+// Measured in the test VM (rstream against rdma-core's, 2026-11-27, 6.12
+// and 6.1): polling back to back beyond 10 µs was no better or worse, as
+// the poller takes the CPU that rxe needs to deliver; sleeping after 10 µs
+// made each small message pay arming the CQ, reading the event and the Go
+// scheduler's wake-up (epoll and a thread switch), which left Go's 64 B
 // latency at 1.2-1.4 times rdma-core's on 6.12, where rxe's work runs in
 // kernel threads that need a CPU. Polling with sched_yield between polls
-// up to 200 µs gave 0.7-0.8 of rdma-core's on 6.12 and a third of it on
-// 6.1 (100 µs and 500 µs were no better; a Gosched before every poll was
-// worse).
+// up to 200 µs brought it below rdma-core's on both kernels (100 µs and
+// 500 µs were no better, a runtime.Gosched every 50 µs worse); it cost 64
+// KiB transfers about a tenth of their rate, where the wait is the
+// kernel copying data and each poll takes CPU from it: so large messages
+// wait as before.
 const (
 	spinTime        = 10 * time.Microsecond
 	defaultPollTime = 200 * time.Microsecond
-	goschedEvery    = 50 * time.Microsecond
+	bulkSize        = 16 << 10
 )
 
 // await returns when the caller (Read, Write, CloseWrite, Close) may be
@@ -425,7 +432,10 @@ const (
 // rechecks its condition and calls again.
 func (c *Conn) await(mine chan struct{}, dl int64) {
 	start := time.Now()
-	gosched := spinTime + goschedEvery
+	poll := c.cfg.PollTime
+	if c.bulk.Load() {
+		poll = min(poll, spinTime)
+	}
 	for {
 		if c.pollOrFail() != 0 {
 			return
@@ -435,14 +445,10 @@ func (c *Conn) await(mine chan struct{}, dl int64) {
 		if dl != 0 && now.UnixNano() >= dl {
 			return // the caller reports its deadline
 		}
-		if el >= c.cfg.PollTime {
+		if el >= poll {
 			break
 		}
 		if el >= spinTime {
-			if el >= gosched {
-				runtime.Gosched()
-				gosched = el + goschedEvery
-			}
 			// Raw: it returns at once, and a Syscall would wake the
 			// runtime's monitor thread (internal/transport's quick
 			// commands say more).
@@ -598,6 +604,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			}
 			switch ev {
 			case rxData:
+				c.bulk.Store(wc.Imm&maxImmData >= bulkSize)
 				rd = true
 			case rxCredits:
 				limit := uint16(wc.Imm)
@@ -617,6 +624,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 		case wrData:
 			c.sqeAvail++
 			c.sbufAvail += int(uint32(wc.ID))
+			c.bulk.Store(uint32(wc.ID) >= bulkSize)
 			wr = true
 		case wrInline:
 			c.sqeAvail++
