@@ -185,10 +185,11 @@ type Conn struct {
 
 	// keepalive: the timer, what was sent at its last tick, and the
 	// keepalives sent and acknowledged by the peer
-	kaTimer      *time.Timer
-	kaSeq        uint32
-	kaSent       atomic.Uint64
-	kaAcked      atomic.Uint64
+	kaTimer *time.Timer
+	kaSeq   uint32
+	kaSent  atomic.Uint64
+	kaAcked atomic.Uint64
+
 	// bulk: the last data message received or sent carried at least
 	// bulkSize bytes (await then polls spinTime only)
 	bulk         atomic.Bool
