@@ -32,15 +32,18 @@
 // goroutine unblocking Read and Write, CloseWrite (the protocol's
 // shutdown: the peer reads EOF and may keep sending). There is no
 // goroutine per connection: a Read or Write that cannot go on polls the
-// connection's CQ itself, as librdmacm's callers do, for 10 µs, and then
-// one of them at a time arms the CQ and sleeps on the completion channel,
+// connection's CQ itself, as librdmacm's callers do: 10 µs back to back,
+// then yielding the CPU between polls up to Config.PollTime (200 µs;
+// 10 µs while data moves in messages of 16 KiB or more). Then one of
+// them at a time arms the CQ and sleeps on the completion channel,
 // parked on the Go netpoller, so that a waiting connection holds no
 // thread. Completions nobody needs yet wait in the CQ.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
 // rsocket rings of twice their value), inline size, QP depths, keepalive
-// (SO_KEEPALIVE with TCP_KEEPIDLE: Config.KeepAlive). riostream's iomap
-// (riomap/riowrite) is not implemented.
+// (SO_KEEPALIVE with TCP_KEEPIDLE: Config.KeepAlive), and how long a
+// wait polls (Config.PollTime; librdmacm's polling_time is 10 µs).
+// riostream's iomap (riomap/riowrite) is not implemented.
 //
 // # Addresses
 //
