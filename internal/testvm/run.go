@@ -260,8 +260,10 @@ func buildSpec(cfg Config, manifest *baseManifest) (*vmproto.Spec, []string, err
 		if !filepath.IsAbs(r) {
 			returns[i] = filepath.Join(cfg.Dir, r)
 		}
+		returns[i] = filepath.Clean(returns[i])
 		mkdirs = append(mkdirs, filepath.Dir(returns[i]))
 	}
+	returns = uncovered(returns)
 	spec := &vmproto.Spec{
 		KernelName:         cfg.Kernel,
 		Modules:            manifest.Modules,
@@ -470,6 +472,28 @@ func testdataDirs(dir string, log io.Writer) []string {
 		dirs = append(dirs, td)
 	}
 	return dirs
+}
+
+// uncovered drops the paths that another in the list names already, the
+// same path or one inside a directory in it (-get /tmp/out with
+// -test.cpuprofile /tmp/out/cpu.prof): the guest sends back each path it
+// is given, and the host appends what arrives for a file, so a file
+// asked for twice came back twice, concatenated. The order is kept.
+func uncovered(paths []string) []string {
+	var out []string
+	for i, p := range paths {
+		covered := false
+		for j, q := range paths {
+			if i != j && (p == q && j < i || strings.HasPrefix(p, q+"/") || q == "/" && p != "/") {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // moduleRoot returns the directory of the go.mod enclosing dir, or "".

@@ -130,6 +130,31 @@ func TestTreeHostPath(t *testing.T) {
 	}
 }
 
+// TestUncovered: a path asked back twice, or inside a directory asked
+// back, is sent once.
+func TestUncovered(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{nil, nil},
+		{[]string{"/tmp/out", "/tmp/out/cpu.prof"}, []string{"/tmp/out"}},
+		{[]string{"/tmp/out/cpu.prof", "/tmp/out"}, []string{"/tmp/out"}},
+		{[]string{"/a/x", "/a/x", "/a/y"}, []string{"/a/x", "/a/y"}},
+		{[]string{"/a/xy", "/a/x"}, []string{"/a/xy", "/a/x"}},
+		{[]string{"/", "/etc/hosts"}, []string{"/"}},
+	} {
+		if diff := cmp.Diff(tc.want, uncovered(tc.in)); diff != "" {
+			t.Errorf("uncovered(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+	_, returns, err := buildSpec(Config{Kernel: "6.1", Program: "ibv_devinfo", Dir: "/w",
+		Args: []string{"-test.cpuprofile", "/tmp/out/cpu.prof"}, Returns: []string{"/tmp/out/"}}, &baseManifest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/tmp/out"}, returns); diff != "" {
+		t.Errorf("returns (-want +got):\n%s", diff)
+	}
+}
+
 func TestBuildSpecEnvironment(t *testing.T) {
 	t.Setenv("GOVERBS_TRANSPORT", "write")
 	t.Setenv("GOVERBS_VM", "stale")
