@@ -31,7 +31,7 @@ func mapQueue(fd int, mi abi.MMInfo, minElem int) (*queue, error) {
 	if mi.Size < uint32(headerSize) {
 		return nil, fmt.Errorf("rxe: kernel queue of %d bytes is smaller than its %d-byte header", mi.Size, headerSize)
 	}
-	mem, err := unix.Mmap(fd, int64(mi.Offset), int(mi.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mapShared(fd, int64(mi.Offset), int(mi.Size))
 	if err != nil {
 		return nil, fmt.Errorf("rxe: mmap queue (offset %#x, %d bytes): %w", mi.Offset, mi.Size, err)
 	}
@@ -39,12 +39,12 @@ func mapQueue(fd int, mi abi.MMInfo, minElem int) (*queue, error) {
 	log2 := q.hdr.Log2ElemSize
 	mask := q.hdr.IndexMask
 	if log2 > 20 || 1<<log2 < minElem {
-		unix.Munmap(mem)
+		unmapShared(mem)
 		return nil, fmt.Errorf("rxe: queue element size 2^%d is below the %d bytes an entry needs; this kernel's queue format is not supported", log2, minElem)
 	}
 	n := uint64(mask) + 1
 	if mask&(mask+1) != 0 || uint64(headerSize)+n<<log2 > uint64(len(mem)) {
-		unix.Munmap(mem)
+		unmapShared(mem)
 		return nil, fmt.Errorf("rxe: queue header (index mask %#x, element 2^%d) does not fit the %d-byte mapping", mask, log2, len(mem))
 	}
 	q.elemSize = 1 << log2
@@ -61,7 +61,34 @@ func (q *queue) unmap() error {
 	if q == nil || q.mem == nil {
 		return nil
 	}
-	err := unix.Munmap(q.mem)
+	err := unmapShared(q.mem)
 	q.mem, q.slots, q.hdr = nil, nil, nil
 	return err
+}
+
+// mapShared and unmapShared map and unmap a queue by RawSyscall: both
+// return at once (rxe's mmap hands over pages it allocated when the queue
+// was created; the unmap is the process's own page tables), and a
+// Syscall would let the Go scheduler hand the goroutine's P to another
+// thread whenever the call outlasts the runtime monitor's tick, as it
+// does under emulation, for each of the two or three queues of every QP
+// and CQ (internal/transport's quick commands say more).
+func mapShared(fd int, off int64, size int) ([]byte, error) {
+	addr, _, errno := unix.RawSyscall6(unix.SYS_MMAP, 0, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_SHARED, uintptr(fd), uintptr(off))
+	if errno != 0 {
+		return nil, errno
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(nil, addr)), size), nil
+}
+
+func unmapShared(mem []byte) error {
+	if len(mem) == 0 {
+		return unix.EINVAL
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(len(mem)), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
