@@ -567,6 +567,7 @@ func (c *Conn) fail(err error) {
 func (c *Conn) process(wcs []uverbs.WC) {
 	var reposts int
 	var rd, wr bool
+	var bulk, sized bool // the last data message's size class, if any
 	c.mu.Lock()
 	for i := range wcs {
 		wc := &wcs[i]
@@ -606,7 +607,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			}
 			switch ev {
 			case rxData:
-				c.bulk.Store(wc.Imm&maxImmData >= bulkSize)
+				bulk, sized = wc.Imm&maxImmData >= bulkSize, true
 				rd = true
 			case rxCredits:
 				limit := uint16(wc.Imm)
@@ -626,7 +627,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 		case wrData:
 			c.sqeAvail++
 			c.sbufAvail += int(uint32(wc.ID))
-			c.bulk.Store(uint32(wc.ID) >= bulkSize)
+			bulk, sized = uint32(wc.ID) >= bulkSize, true
 			wr = true
 		case wrInline:
 			c.sqeAvail++
@@ -640,6 +641,9 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			c.ctrlAvail++
 			closeOnce(c.discDone)
 		}
+	}
+	if sized {
+		c.bulk.Store(bulk) // once a batch: an atomic store is a full barrier
 	}
 	if reposts > 0 && !c.closed && c.err == nil {
 		if err := c.qp.PostRecv(c.recvWRs[:reposts]); err != nil && c.err == nil {

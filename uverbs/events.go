@@ -88,12 +88,11 @@ type eventWaker struct {
 	wctx  context.Context // the context of the last wait
 	wctDL time.Time       // its deadline
 
-	// applied is the read deadline last set on the file (valid once
-	// set), so that a wait whose deadline did not change (most waits:
-	// none before, none now) skips setting it again, which takes the
-	// file's and the netpoller's locks.
-	applied    time.Time
-	appliedSet bool
+	// applied is the file's read deadline as last set (zero, none, is
+	// how a new file starts), so that a wait whose deadline did not
+	// change (most waits: none before, none now) skips setting it again,
+	// which takes the file's and the netpoller's locks.
+	applied time.Time
 }
 
 // ended reports whether ctx is done, without the lock its Err takes.
@@ -109,14 +108,13 @@ func ended(ctx context.Context) bool {
 // applyLocked sets f's read deadline to t unless it is already t. Holds
 // w.mu.
 func (w *eventWaker) applyLocked(t time.Time, f *os.File) error {
-	if w.appliedSet && w.applied.Equal(t) {
+	if w.applied.Equal(t) {
 		return nil
 	}
 	if err := f.SetReadDeadline(t); err != nil {
-		w.appliedSet = false
-		return err
+		return err // the file's deadline did not change
 	}
-	w.applied, w.appliedSet = t, true
+	w.applied = t
 	return nil
 }
 

@@ -484,7 +484,7 @@ func uncovered(paths []string) []string {
 	for i, p := range paths {
 		covered := false
 		for j, q := range paths {
-			if i != j && (p == q && j < i || strings.HasPrefix(p, q+"/") || q == "/" && p != "/") {
+			if i != j && (p == q && j < i || strings.HasPrefix(p, strings.TrimSuffix(q, "/")+"/")) {
 				covered = true
 				break
 			}
