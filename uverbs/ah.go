@@ -106,7 +106,7 @@ func (ah *AH) Close() error {
 		return nil
 	}
 	if !ah.pd.ctx.isClosed() {
-		if err := destroyAH(ah.pd.ctx, ah.handle); err != nil {
+		if err := ah.pd.ctx.destroyErr(destroyAH(ah.pd.ctx, ah.handle)); err != nil {
 			return err
 		}
 	}

@@ -423,6 +423,18 @@ func (c *Context) isClosed() bool {
 	return c.closed
 }
 
+// destroyErr returns err, the error of an object's destroy command, or nil
+// when the context closed while the command ran: the library closes a
+// removed device's context from its event watcher, the command then meets
+// the placeholder descriptor (EBADF), and the kernel frees every object of
+// the context with its file, so the object is gone all the same.
+func (c *Context) destroyErr(err error) error {
+	if err != nil && c.isClosed() {
+		return nil
+	}
+	return err
+}
+
 // withKernel substitutes the command executor (tests: recorder, replay).
 func withKernel(k transport.Kernel) Option {
 	return func(o *options) error { o.kernel = k; return nil }

@@ -449,7 +449,7 @@ func (cq *CQ) Close() error {
 	}
 	c := cq.ctx
 	if !c.isClosed() {
-		if _, err := destroyCQ(c, cq.handle); err != nil {
+		if _, err := destroyCQ(c, cq.handle); c.destroyErr(err) != nil {
 			return err
 		}
 	}

@@ -216,7 +216,7 @@ func (mr *MR) Close() error {
 		return nil
 	}
 	if !mr.pd.ctx.isClosed() {
-		if err := destroyMR(mr.pd.ctx, mr.handle); err != nil {
+		if err := mr.pd.ctx.destroyErr(destroyMR(mr.pd.ctx, mr.handle)); err != nil {
 			return err
 		}
 	}

@@ -75,7 +75,7 @@ func (mw *MW) Close() error {
 		return nil
 	}
 	if !mw.pd.ctx.isClosed() {
-		if err := destroyMW(mw.pd.ctx, mw.handle); err != nil {
+		if err := mw.pd.ctx.destroyErr(destroyMW(mw.pd.ctx, mw.handle)); err != nil {
 			return err
 		}
 	}

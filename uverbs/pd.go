@@ -73,7 +73,7 @@ func (pd *PD) Close() error {
 		pd.closed = true
 		return nil
 	}
-	if err := destroyPD(pd.ctx, pd.handle); err != nil {
+	if err := pd.ctx.destroyErr(destroyPD(pd.ctx, pd.handle)); err != nil {
 		return err
 	}
 	pd.closed = true

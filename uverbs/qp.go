@@ -342,7 +342,7 @@ func (qp *QP) Close() error {
 	}
 	c := qp.pd.ctx
 	if !c.isClosed() {
-		if err := destroyQP(c, qp.handle); err != nil {
+		if err := c.destroyErr(destroyQP(c, qp.handle)); err != nil {
 			return err
 		}
 	}

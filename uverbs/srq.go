@@ -243,7 +243,7 @@ func (s *SRQ) Close() error {
 	}
 	c := s.pd.ctx
 	if !c.isClosed() {
-		if err := destroySRQ(c, s.handle); err != nil {
+		if err := c.destroyErr(destroySRQ(c, s.handle)); err != nil {
 			return err
 		}
 	}

@@ -94,7 +94,7 @@ func (x *XRCD) Close() error {
 		x.closed = true
 		return nil
 	}
-	if err := closeXRCD(x.ctx, x.handle); err != nil {
+	if err := x.ctx.destroyErr(closeXRCD(x.ctx, x.handle)); err != nil {
 		return err
 	}
 	x.closed = true
