@@ -162,8 +162,23 @@ func TestInteropVM(t *testing.T) {
 						return srv.exit == 0 && cli.exit == 0 && srv.stdout == refSrv.stdout && cli.stdout == refCli.stdout &&
 							(normalize(srv.stderr) != normalize(refSrv.stderr) || normalize(cli.stderr) != normalize(refCli.stderr))
 					}
-					if stderrOnly() {
-						t.Logf("shutdown messages differ, running the pair again:\nserver stderr:\n%s\nclient stderr:\n%s", srv.stderr, cli.stderr)
+					// Known race on the C side: rdma-core's rping has been
+					// seen (once, on 6.12/write with a Go server on rxe0, CI
+					// of 2026-11-27) to print every ping, then "client
+					// DISCONNECT EVENT..." and "rdma_get_cm_event: Bad file
+					// descriptor" from its CM thread and exit 255, while the
+					// Go server exited 0. That thread's channel stays open
+					// until it is joined, so the EBADF is not explained;
+					// such a run is repeated once and logged, and a second
+					// one fails.
+					cGetEventRace := func(r result, ref result, other result) bool {
+						return r.exit == 255 && other.exit == 0 && r.stdout == ref.stdout &&
+							strings.HasSuffix(r.stderr, "rdma_get_cm_event: Bad file descriptor\n")
+					}
+					cRace := (!p[1].goSide && cGetEventRace(cli, refCli, srv)) || (!p[0].goSide && cGetEventRace(srv, refSrv, cli))
+					if stderrOnly() || cRace {
+						t.Logf("shutdown messages differ, running the pair again:\nserver exit %d, stderr:\n%s\nclient exit %d, stderr:\n%s",
+							srv.exit, srv.stderr, cli.exit, cli.stderr)
 						srv, cli = pair(t, p[0], p[1], cross, args...)
 					}
 					for _, r := range []struct {
