@@ -163,8 +163,8 @@ func TestInteropVM(t *testing.T) {
 							(normalize(srv.stderr) != normalize(refSrv.stderr) || normalize(cli.stderr) != normalize(refCli.stderr))
 					}
 					// Known race on the C side: rdma-core's rping has been
-					// seen (once, on 6.12/write with a Go server on rxe0, CI
-					// of 2026-11-27) to print every ping, then "client
+					// seen (once, on 6.12/write with a Go server on rxe0, a full
+					// run of the suite on 2026-11-27) to print every ping, then "client
 					// DISCONNECT EVENT..." and "rdma_get_cm_event: Bad file
 					// descriptor" from its CM thread and exit 255, while the
 					// Go server exited 0. That thread's channel stays open
