@@ -162,15 +162,16 @@ func TestInteropVM(t *testing.T) {
 						return srv.exit == 0 && cli.exit == 0 && srv.stdout == refSrv.stdout && cli.stdout == refCli.stdout &&
 							(normalize(srv.stderr) != normalize(refSrv.stderr) || normalize(cli.stderr) != normalize(refCli.stderr))
 					}
-					// Known race on the C side: rdma-core's rping has been
-					// seen (once, on 6.12/write with a Go server on rxe0, a full
-					// run of the suite on 2026-11-27) to print every ping, then "client
-					// DISCONNECT EVENT..." and "rdma_get_cm_event: Bad file
-					// descriptor" from its CM thread and exit 255, while the
-					// Go server exited 0. That thread's channel stays open
-					// until it is joined, so the EBADF is not explained;
-					// such a run is repeated once and logged, and a second
-					// one fails.
+					// Known race on the C side: rdma-core 44's rping destroys
+					// its CM event channel while its CM thread may still be
+					// about to ask for the next event, which then fails
+					// with EBADF and exits 255 ("rdma_get_cm_event: Bad file
+					// descriptor", after every ping was verified); fixed
+					// upstream in rdma-core's f3ae6534a ("rping: terminate
+					// CM event thread before exiting", 2025), after the
+					// rdma-core Debian 12 ships. Seen once, on 6.12/write
+					// with a Go server on rxe0. Such a run is repeated once
+					// and logged; a second one fails.
 					cGetEventRace := func(r result, ref result, other result) bool {
 						return r.exit == 255 && other.exit == 0 && r.stdout == ref.stdout &&
 							strings.HasSuffix(r.stderr, "rdma_get_cm_event: Bad file descriptor\n")
