@@ -36,11 +36,11 @@ build) printf '# github.com/x/a\na.go:1:1: syntax error\n'; exit 2 ;;
 esac
 `
 
-// TestVMTestScript runs internal/testvm/vmtest.sh (make vmtest's pass)
+// TestPassScript runs internal/testvm/vmtest.sh (make vmtest's pass)
 // against a fake go command: a package that fails once runs again alone
 // with the same flags and is reported FLAKY, one that fails twice fails
 // the pass, and a failure that names no package fails at once.
-func TestVMTestScript(t *testing.T) {
+func TestPassScript(t *testing.T) {
 	if vmenv.InVM() {
 		t.Skip("make vmtest runs the script on the host, not in the VM")
 	}
