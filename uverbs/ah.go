@@ -105,10 +105,8 @@ func (ah *AH) Close() error {
 	if ah.closed {
 		return nil
 	}
-	if !ah.pd.ctx.isClosed() {
-		if err := ah.pd.ctx.destroyErr(destroyAH(ah.pd.ctx, ah.handle)); err != nil {
-			return err
-		}
+	if err := ah.pd.ctx.destroy(func() error { return destroyAH(ah.pd.ctx, ah.handle) }); err != nil {
+		return err
 	}
 	ah.closed = true
 	ah.ref.finish()

@@ -423,11 +423,20 @@ func (c *Context) isClosed() bool {
 	return c.closed
 }
 
-// destroyErr returns err, the error of an object's destroy command, or nil
-// when the context closed while the command ran: the library closes a
+// destroy runs an object's destroy command unless the context is closed
+// (the kernel freed every object with the context's file), and forgives
+// its failure when the context closed while it ran: the library closes a
 // removed device's context from its event watcher, the command then meets
-// the placeholder descriptor (EBADF), and the kernel frees every object of
-// the context with its file, so the object is gone all the same.
+// the placeholder descriptor (EBADF), and the object is gone all the same.
+func (c *Context) destroy(cmd func() error) error {
+	if c.isClosed() {
+		return nil
+	}
+	return c.destroyErr(cmd())
+}
+
+// destroyErr returns err, the error of an object's destroy command, or nil
+// when the context closed while the command ran (see destroy).
 func (c *Context) destroyErr(err error) error {
 	if err != nil && c.isClosed() {
 		return nil

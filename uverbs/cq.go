@@ -448,10 +448,8 @@ func (cq *CQ) Close() error {
 		return nil
 	}
 	c := cq.ctx
-	if !c.isClosed() {
-		if _, err := destroyCQ(c, cq.handle); c.destroyErr(err) != nil {
-			return err
-		}
+	if err := c.destroy(func() error { _, err := destroyCQ(c, cq.handle); return err }); err != nil {
+		return err
 	}
 	cq.closed = true
 	c.cqs.Delete(cq.id)

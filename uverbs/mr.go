@@ -215,10 +215,8 @@ func (mr *MR) Close() error {
 	if mr.closed {
 		return nil
 	}
-	if !mr.pd.ctx.isClosed() {
-		if err := mr.pd.ctx.destroyErr(destroyMR(mr.pd.ctx, mr.handle)); err != nil {
-			return err
-		}
+	if err := mr.pd.ctx.destroy(func() error { return destroyMR(mr.pd.ctx, mr.handle) }); err != nil {
+		return err
 	}
 	mr.closed = true
 	mr.ref.finish()

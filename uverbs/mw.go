@@ -74,10 +74,8 @@ func (mw *MW) Close() error {
 	if mw.closed {
 		return nil
 	}
-	if !mw.pd.ctx.isClosed() {
-		if err := mw.pd.ctx.destroyErr(destroyMW(mw.pd.ctx, mw.handle)); err != nil {
-			return err
-		}
+	if err := mw.pd.ctx.destroy(func() error { return destroyMW(mw.pd.ctx, mw.handle) }); err != nil {
+		return err
 	}
 	mw.closed = true
 	mw.ref.finish()

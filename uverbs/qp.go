@@ -341,10 +341,8 @@ func (qp *QP) Close() error {
 		return nil
 	}
 	c := qp.pd.ctx
-	if !c.isClosed() {
-		if err := c.destroyErr(destroyQP(c, qp.handle)); err != nil {
-			return err
-		}
+	if err := c.destroy(func() error { return destroyQP(c, qp.handle) }); err != nil {
+		return err
 	}
 	qp.closed = true
 	qp.ref.finish()

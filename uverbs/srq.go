@@ -242,10 +242,8 @@ func (s *SRQ) Close() error {
 		return nil
 	}
 	c := s.pd.ctx
-	if !c.isClosed() {
-		if err := c.destroyErr(destroySRQ(c, s.handle)); err != nil {
-			return err
-		}
+	if err := c.destroy(func() error { return destroySRQ(c, s.handle) }); err != nil {
+		return err
 	}
 	s.closed = true
 	s.ref.finish()
