@@ -321,9 +321,13 @@ func (ch *EventChannel) deliver(r rawEvent) {
 	}
 	ev.ID = id
 	id.fillParams(&ev, &r)
+	// DISCONNECTED leaves the QP alone, as librdmacm does: the peer's
+	// acknowledgements of this side's last sends may have arrived and not
+	// yet completed them, and moving the QP to the error state now would
+	// report that delivered data as flushed. The QP goes to the error
+	// state when this side answers with Disconnect (WaitDisconnect and
+	// Close do).
 	switch r.typ {
-	case EventDisconnected:
-		id.errQP()
 	case EventDeviceRemoval:
 		id.mu.Lock()
 		id.removed = true

@@ -427,7 +427,9 @@ func (c *Conn) RemoteAddr() netip.AddrPort { return c.id.RemoteAddr() }
 // WaitDisconnect waits until the peer disconnects (or the device goes),
 // then answers the peer's disconnect request, which a librdmacm peer
 // blocked in rdma_disconnect waits for. The QP is then in the error state:
-// its work requests complete flushed.
+// its outstanding work requests complete flushed. Until the answer the QP
+// is left as it was, so that sends the peer acknowledged before it left
+// complete successfully (DISCONNECTED alone does not flush anything).
 func (c *Conn) WaitDisconnect(ctx context.Context) error {
 	if _, err := c.id.WaitFor(ctx, EventDisconnected); err != nil {
 		return err

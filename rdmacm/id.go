@@ -81,13 +81,13 @@ type ID struct {
 	sharedChan bool // Close releases the shared channel (IDs of Dial and Listen)
 
 	// qpOp is held by the event reader while it moves the QP to the error
-	// state (DISCONNECTED, DEVICE_REMOVAL) and by DestroyQP: the kernel
+	// state (DEVICE_REMOVAL) and by DestroyQP: the kernel
 	// refuses to destroy a QP (EBUSY) while another command on it runs.
 	qpOp sync.Mutex
 }
 
-// errQP moves the ID's QP, if any, to the error state, as librdmacm does
-// when it reports a disconnect, under qpOp.
+// errQP moves the ID's QP, if any, to the error state when the event
+// reader sees DEVICE_REMOVAL, under qpOp.
 func (id *ID) errQP() {
 	id.qpOp.Lock()
 	defer id.qpOp.Unlock()

@@ -1,12 +1,13 @@
 package rdmacm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -223,11 +224,7 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		}
 		defer l.Close()
 		cmd := exec.CommandContext(ctx, "rdma_client", "-s", vmenv.AddrA, "-p", fmt.Sprint(l.Addr().Port()))
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		out := startTool(t, cmd)
 		var rb *msgBuf
 		c, err := l.Accept(ctx, WithSetup(func(c *Conn) error {
 			rb = newMsgBuf(t, c, 16)
@@ -254,23 +251,16 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("rdma_client: %v: %s", err, out.String())
+		if err := out.wait(); err != nil {
+			t.Fatalf("rdma_client: %v: %s", err, out)
 		}
-		t.Logf("rdma_client: %s", strings.TrimSpace(out.String()))
+		t.Logf("rdma_client: %s", out)
 	})
 	t.Run("go-client", func(t *testing.T) {
 		ctx := testCtx(t, 20*time.Second)
 		port := 7400 + time.Now().Nanosecond()%500
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		cmd := exec.CommandContext(sctx, "rdma_server", "-p", fmt.Sprint(port))
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { cancel(); cmd.Wait() }()
+		cmd := exec.CommandContext(ctx, "rdma_server", "-p", fmt.Sprint(port))
+		out := startTool(t, cmd)
 		var c *Conn
 		var rb *msgBuf
 		var err error
@@ -279,6 +269,10 @@ func TestInteropRdmaClientVM(t *testing.T) {
 				rb = newMsgBuf(t, c, 16)
 				return c.QP().PostRecv([]uverbs.RecvWR{{ID: 1, SGL: rb.sge(16)}})
 			}))
+			if err != nil && rb != nil {
+				rb.close() // registered by the setup of a Dial that failed
+				rb = nil
+			}
 			if err != nil && ctx.Err() == nil {
 				time.Sleep(100 * time.Millisecond) // rdma_server is not listening yet
 				continue
@@ -302,10 +296,10 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("rdma_server: %v: %s", err, out.String())
+		if err := out.wait(); err != nil {
+			t.Fatalf("rdma_server: %v: %s", err, out)
 		}
-		t.Logf("rdma_server: %s", strings.TrimSpace(out.String()))
+		t.Logf("rdma_server: %s", out)
 	})
 }
 
@@ -493,4 +487,67 @@ func TestListenAnyIPv4VM(t *testing.T) {
 		c.Close()
 		s.Close()
 	}
+}
+
+// tool is a C program a test runs beside its Go peer.
+type tool struct {
+	cmd    *exec.Cmd
+	out    strings.Builder
+	exited chan struct{} // closed when Wait has returned
+	err    error         // Wait's
+}
+
+// startTool starts cmd with its output collected. Should the test fail,
+// the tool gets a few seconds to finish on its own (its last words often
+// say why) before it is killed, and its output goes to the test's log.
+func startTool(t *testing.T, cmd *exec.Cmd) *tool {
+	t.Helper()
+	tl := &tool{cmd: cmd, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &tl.out, &tl.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { tl.err = cmd.Wait(); close(tl.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-tl.exited:
+		case <-time.After(3 * time.Second):
+			if t.Failed() {
+				t.Logf("%s still runs; its threads' kernel stacks:%s", cmd.Args[0], kernelStacks(cmd.Process.Pid))
+			}
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("%s exited (%v): %s", cmd.Args[0], tl.wait(), tl)
+		}
+	})
+	return tl
+}
+
+// wait waits for the tool to exit and returns Wait's error.
+func (tl *tool) wait() error {
+	<-tl.exited
+	return tl.err
+}
+
+// String is the tool's output, once it has exited.
+func (tl *tool) String() string {
+	<-tl.exited
+	return strings.TrimSpace(tl.out.String())
+}
+
+// kernelStacks returns where each thread of process pid waits in the
+// kernel (/proc/PID/task/TID/stack; root only), for a tool that hangs.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		comm, _ := os.ReadFile(filepath.Join(task, "comm"))
+		stack, err := os.ReadFile(filepath.Join(task, "stack"))
+		if err != nil {
+			stack = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, "\n%s (%s):\n%s", filepath.Base(task), strings.TrimSpace(string(comm)), strings.TrimSpace(string(stack)))
+	}
+	return b.String()
 }

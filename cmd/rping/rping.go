@@ -116,8 +116,9 @@ func (r *pinger) newConn(ctx context.Context, id *rdmacm.ID, server bool) (*conn
 }
 
 // watch handles the connection's CM events once it is established, as
-// rping's cm thread: DISCONNECTED ends the waits (and the QP goes to the
-// error state, which flushes them); an error event is fatal.
+// rping's cm thread: DISCONNECTED ends the waits (it cancels their
+// context; the QP goes to the error state when this side disconnects); an
+// error event is fatal.
 func (c *conn) watch() {
 	c.watchDone = make(chan struct{})
 	go func() {
