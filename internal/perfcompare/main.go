@@ -165,6 +165,10 @@ func hostMain(ctx context.Context, o options) error {
 	}
 	stdout.Write(tables.Bytes())
 	if o.out != "" {
+		// make's default is under .cache, which a fresh clone lacks
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
 		if err := os.WriteFile(o.out, tables.Bytes(), 0o644); err != nil {
 			return err
 		}

@@ -242,6 +242,10 @@ func hostMain(ctx context.Context, o options) error {
 		printTables(w, rs)
 	}
 	if o.out != "" {
+		// the documented -o is under .cache, which a fresh clone lacks
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
 		return os.WriteFile(o.out, report.Bytes(), 0o644)
 	}
 	return nil
