@@ -263,3 +263,37 @@ func TestSharedPDVM(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestDisconnectedLeavesQPVM: the peer's disconnect does not move this
+// side's QP (as in librdmacm): a send the peer acknowledged before it left
+// must not complete flushed. The QP goes to the error state, and a posted
+// receive completes flushed, when this side answers with Disconnect.
+func TestDisconnectedLeavesQPVM(t *testing.T) {
+	requireCM(t)
+	ctx := testCtx(t, 60*time.Second)
+	cli, srv := pair(t, ctx, vmenv.AddrA, vmenv.AddrB, nil, nil)
+	sb := newMsgBuf(t, srv, 64)
+	if err := srv.QP().PostRecv([]uverbs.RecvWR{{ID: 9, SGL: sb.sge(64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ID().Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.ID().WaitFor(ctx, EventDisconnected); err != nil {
+		t.Fatal(err)
+	}
+	if attr, err := srv.QP().Query(); err != nil || attr.State != uverbs.QPStateRTS {
+		t.Errorf("after DISCONNECTED the kernel has the QP in %v (%v), want RTS", attr.State, err)
+	}
+	wcs := make([]uverbs.WC, 1)
+	if n, err := srv.RecvCQ().Poll(wcs); n != 0 || err != nil {
+		t.Errorf("after DISCONNECTED the receive completed: %d %v %+v", n, err, wcs[0])
+	}
+	if err := srv.ID().Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if wc, err := pollOne(ctx, srv.RecvCQ()); err != nil || wc.ID != 9 || wc.Status != uverbs.WCWRFlushErr {
+		t.Errorf("after Disconnect: %v %+v, want the receive flushed", err, wc)
+	}
+	sb.close()
+}
