@@ -327,8 +327,7 @@ func (ch *EventChannel) deliver(r rawEvent) {
 	// report that delivered data as flushed. The QP goes to the error
 	// state when this side answers with Disconnect (WaitDisconnect and
 	// Close do).
-	switch r.typ {
-	case EventDeviceRemoval:
+	if r.typ == EventDeviceRemoval {
 		id.mu.Lock()
 		id.removed = true
 		dev := id.dev

@@ -1,18 +1,18 @@
 package rdmacm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -223,8 +223,7 @@ func TestInteropRdmaClientVM(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		cmd := exec.CommandContext(ctx, "rdma_client", "-s", vmenv.AddrA, "-p", fmt.Sprint(l.Addr().Port()))
-		out := startTool(t, cmd)
+		wait := startTool(ctx, t, "rdma_client", "-s", vmenv.AddrA, "-p", fmt.Sprint(l.Addr().Port()))
 		var rb *msgBuf
 		c, err := l.Accept(ctx, WithSetup(func(c *Conn) error {
 			rb = newMsgBuf(t, c, 16)
@@ -251,16 +250,16 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := out.wait(); err != nil {
-			t.Fatalf("rdma_client: %v: %s", err, out)
+		if r := wait(); r.Exit != 0 {
+			t.Fatalf("rdma_client: exit %d: %s%s", r.Exit, r.Stdout, r.Stderr)
+		} else {
+			t.Logf("rdma_client: %s", strings.TrimSpace(r.Stdout+r.Stderr))
 		}
-		t.Logf("rdma_client: %s", out)
 	})
 	t.Run("go-client", func(t *testing.T) {
 		ctx := testCtx(t, 20*time.Second)
 		port := 7400 + time.Now().Nanosecond()%500
-		cmd := exec.CommandContext(ctx, "rdma_server", "-p", fmt.Sprint(port))
-		out := startTool(t, cmd)
+		wait := startTool(ctx, t, "rdma_server", "-p", fmt.Sprint(port))
 		var c *Conn
 		var rb *msgBuf
 		var err error
@@ -296,10 +295,11 @@ func TestInteropRdmaClientVM(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := out.wait(); err != nil {
-			t.Fatalf("rdma_server: %v: %s", err, out)
+		if r := wait(); r.Exit != 0 {
+			t.Fatalf("rdma_server: exit %d: %s%s", r.Exit, r.Stdout, r.Stderr)
+		} else {
+			t.Logf("rdma_server: %s", strings.TrimSpace(r.Stdout+r.Stderr))
 		}
-		t.Logf("rdma_server: %s", out)
 	})
 }
 
@@ -489,65 +489,36 @@ func TestListenAnyIPv4VM(t *testing.T) {
 	}
 }
 
-// tool is a C program a test runs beside its Go peer.
-type tool struct {
-	cmd    *exec.Cmd
-	out    strings.Builder
-	exited chan struct{} // closed when Wait has returned
-	err    error         // Wait's
-}
-
-// startTool starts cmd with its output collected. Should the test fail,
-// the tool gets a few seconds to finish on its own (its last words often
-// say why) before it is killed, and its output goes to the test's log.
-func startTool(t *testing.T, cmd *exec.Cmd) *tool {
+// startTool runs one of rdma-core's tools beside the Go peer
+// (vmproc.Start) and returns the wait for its result. Should the test
+// fail, the tool gets a few seconds to end on its own (its last words
+// often say why) before it is killed, and what it printed goes to the
+// test's log.
+func startTool(ctx context.Context, t *testing.T, tool string, args ...string) func() vmproc.Result {
 	t.Helper()
-	tl := &tool{cmd: cmd, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &tl.out, &tl.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { tl.err = cmd.Wait(); close(tl.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-tl.exited:
-		case <-time.After(3 * time.Second):
-			if t.Failed() {
-				t.Logf("%s still runs; its threads' kernel stacks:%s", cmd.Args[0], kernelStacks(cmd.Process.Pid))
-			}
-			cmd.Process.Kill()
+	tctx, cancel := context.WithCancel(ctx)
+	done := vmproc.Start(tctx, t, tool, args...)
+	var r *vmproc.Result
+	wait := func() vmproc.Result {
+		if r == nil {
+			v := <-done
+			r = &v
 		}
+		return *r
+	}
+	t.Cleanup(func() {
+		if t.Failed() && r == nil {
+			select {
+			case v := <-done:
+				r = &v
+			case <-time.After(3 * time.Second):
+			}
+		}
+		cancel()
 		if t.Failed() {
-			t.Logf("%s exited (%v): %s", cmd.Args[0], tl.wait(), tl)
+			res := wait()
+			t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", tool, res.Exit, res.Stdout, res.Stderr)
 		}
 	})
-	return tl
-}
-
-// wait waits for the tool to exit and returns Wait's error.
-func (tl *tool) wait() error {
-	<-tl.exited
-	return tl.err
-}
-
-// String is the tool's output, once it has exited.
-func (tl *tool) String() string {
-	<-tl.exited
-	return strings.TrimSpace(tl.out.String())
-}
-
-// kernelStacks returns where each thread of process pid waits in the
-// kernel (/proc/PID/task/TID/stack; root only), for a tool that hangs.
-func kernelStacks(pid int) string {
-	var b strings.Builder
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	for _, task := range tasks {
-		comm, _ := os.ReadFile(filepath.Join(task, "comm"))
-		stack, err := os.ReadFile(filepath.Join(task, "stack"))
-		if err != nil {
-			stack = []byte(err.Error())
-		}
-		fmt.Fprintf(&b, "\n%s (%s):\n%s", filepath.Base(task), strings.TrimSpace(string(comm)), strings.TrimSpace(string(stack)))
-	}
-	return b.String()
+	return wait
 }

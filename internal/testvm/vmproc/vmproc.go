@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,8 @@ type Result struct {
 // Start runs one of rdma-core's tools (looked up in PATH, with
 // IBV_DRIVERS=rxe) in the background until it exits or ctx ends, and
 // delivers its exit status and output; a tool that is not there fails the
-// test.
+// test. A tool still running when ctx ends is killed, and Stderr ends with
+// where each of its threads waited in the kernel.
 func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-chan Result {
 	t.Helper()
 	path, err := exec.LookPath(tool)
@@ -108,6 +110,11 @@ func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-cha
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), "IBV_DRIVERS=rxe")
 	cmd.WaitDelay = 5 * time.Second
+	var hung string // written by Cancel, read after Wait
+	cmd.Cancel = func() error {
+		hung = "\n[test: killed at the end of its context; its threads' kernel stacks:" + kernelStacks(cmd.Process.Pid) + "]"
+		return cmd.Process.Kill()
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -116,7 +123,7 @@ func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-cha
 	done := make(chan Result, 1)
 	go func() {
 		exit, note := ExitCode(cmd.Wait())
-		errb.WriteString(note)
+		errb.WriteString(note + hung)
 		done <- Result{exit, out.String(), errb.String()}
 	}()
 	return done
@@ -181,4 +188,20 @@ func lastLines(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// kernelStacks returns where each thread of process pid waits in the
+// kernel (/proc/PID/task/TID/stack; root only).
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		comm, _ := os.ReadFile(filepath.Join(task, "comm"))
+		stack, err := os.ReadFile(filepath.Join(task, "stack"))
+		if err != nil {
+			stack = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, "\n%s (%s):\n%s", filepath.Base(task), strings.TrimSpace(string(comm)), strings.TrimSpace(string(stack)))
+	}
+	return b.String()
 }
