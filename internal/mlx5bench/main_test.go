@@ -13,11 +13,14 @@ import (
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestParse(t *testing.T) {
-	goOut := []byte("goos: linux\nBenchmarkVsLibmlx5/write-2   \t 2000000\t        36.22 ns/op\t        34.36 cpu-ns/op\t       0 B/op\t       0 allocs/op\nPASS\n")
+	goOut := []byte("goos: linux\nBenchmarkVsLibmlx5/write-2   \t 2000000\t        51.80 ns/op\t        34.36 cpu-ns/op\t        36.22 wall-ns/op\t       0 B/op\t       0 allocs/op\nPASS\n")
 	if v, err := parseGo(goOut, "BenchmarkVsLibmlx5/write"); err != nil || v != (sample{36.22, 34.36}) {
 		t.Errorf("parseGo = %v, %v; want {36.22 34.36}", v, err)
 	}
-	if _, err := parseGo([]byte("BenchmarkVsLibmlx5/write-2 1 36.22 ns/op\n"), "BenchmarkVsLibmlx5/write"); err == nil {
+	if _, err := parseGo([]byte("BenchmarkVsLibmlx5/write-2 1 36.22 ns/op 34.36 cpu-ns/op\n"), "BenchmarkVsLibmlx5/write"); err == nil {
+		t.Error("parseGo accepted a line without wall-ns/op")
+	}
+	if _, err := parseGo([]byte("BenchmarkVsLibmlx5/write-2 1 36.22 ns/op 36.22 wall-ns/op\n"), "BenchmarkVsLibmlx5/write"); err == nil {
 		t.Error("parseGo accepted a line without cpu-ns/op")
 	}
 	if _, err := parseGo(goOut, "BenchmarkVsLibmlx5/ud"); err == nil {
