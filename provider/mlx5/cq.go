@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -19,7 +18,7 @@ import (
 // of two big-endian words, the consumer index the HCA reads to know what
 // it may overwrite and the arm word.
 type CQ struct {
-	mu sync.Mutex
+	mu spinLock
 
 	// Poll's state, first so that it shares cache lines.
 	ring  unsafe.Pointer // ncqe * cqeSize bytes

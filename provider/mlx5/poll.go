@@ -54,7 +54,7 @@ func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
 	// Plain store semantics would do for the hardware (it only reads the
 	// index); an atomic store keeps the race detector and the test HCA
 	// model in agreement about ordering.
-	atomic.StoreUint32(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
+	storeRelease(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
 	cq.mu.Unlock()
 	return n, err
 }

@@ -114,14 +114,17 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	inl := false
 	for n < len(wrs) {
 		wr := &wrs[n]
-		if !sq.fast(wr) {
-			if err := sq.check(wr); err != nil {
-				sq.curPost, sq.fmCache = curPost, fmCache
-				return &provider.PostError{Index: n, Err: err}
+		c, sz, wrInl, ok := sq.writeQuick(wr, uint32(n))
+		if !ok {
+			if !sq.fast(wr) {
+				if err := sq.check(wr); err != nil {
+					sq.curPost, sq.fmCache = curPost, fmCache
+					return &provider.PostError{Index: n, Err: err}
+				}
 			}
+			c, sz, wrInl = sq.encode(wr, uint32(n))
 		}
-		var wrInl bool
-		ctrl, size, wrInl = sq.encode(wr, uint32(n))
+		ctrl, size = c, sz
 		inl = inl || wrInl
 		n++
 		if n < len(wrs) && sq.plain(&wrs[n]) {
@@ -135,7 +138,7 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	// it, and the CQ reads their slots after it loads posted. (The CQE
 	// itself, in memory the HCA writes, is no edge the Go memory model or
 	// the race detector knows.)
-	atomic.StoreUint32(&sq.posted, sq.curPost)
+	storeRelease(&sq.posted, sq.curPost)
 	sq.ring(len(wrs), inl, size, ctrl)
 	return nil
 }
@@ -298,6 +301,91 @@ func (sq *sendQueue) writePlain(wrs []provider.SendWR, nreq uint32) (int, unsafe
 	}
 	sq.curPost, sq.fmCache = cur, owed
 	return n, ctrl, size
+}
+
+// quickOpcodes are the opcodes whose WQE writeQuick writes on a
+// connected QP (RC, UC) when it carries inline data; on a UD QP it writes
+// those of SEND and SEND_WITH_IMM, inline or not.
+const quickOpcodes = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 1<<provider.WRSend |
+	1<<provider.WRSendWithImm | 1<<provider.WRSendWithInv
+
+// writeQuick writes the WQE of a work request that is not plain but
+// common, with the checks check would make of it: on a connected QP an
+// inline SEND or RDMA WRITE, on a UD QP a SEND. It reports false, having
+// written nothing, for any other work request and for one check would
+// refuse, which the caller then gives to check and encode. What it writes
+// is what encode writes, byte for byte (TestWriteQuickIsEncode); it saves
+// check's separate pass and encode's dispatch on the QP type and opcode.
+func (sq *sendQueue) writeQuick(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, int, bool, bool) {
+	if sq.quickOps&(1<<wr.Opcode) == 0 || len(wr.SGL) > sq.maxGS {
+		return nil, 0, false, false
+	}
+	inline := wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0
+	if inline {
+		total := uint64(0)
+		for i := range wr.SGL {
+			total += uint64(wr.SGL[i].Length)
+		}
+		if total > uint64(sq.maxInline) {
+			return nil, 0, false, false
+		}
+	}
+	var ah *AH
+	if sq.typ == abi.QPTypeUD {
+		if wr.AH == nil {
+			return nil, 0, false, false
+		}
+		a, ok := wr.AH.AH.(*AH)
+		if !ok || a == nil || a.destroyed.Load() || a.ctx == nil || &a.ctx.life != sq.life {
+			return nil, 0, false, false
+		}
+		ah = a
+	} else if !inline {
+		return nil, 0, false, false
+	}
+
+	cur := sq.curPost
+	idx := cur & (sq.wqeCnt - 1)
+	ctrl := unsafe.Add(sq.start, uintptr(idx)<<abi.MLX5SendWQEShift)
+	storeBE64(unsafe.Add(ctrl, 8), uint64(fmCeSe(wr.Flags, sq.fmCache, sq.sigBits))<<32|uint64(wrImm(wr)))
+	sq.fmCache = 0
+	seg := unsafe.Add(ctrl, ctrlSegSize)
+	size := ctrlSegSize / 16
+	if ah != nil {
+		*(*[datagramSegSize]byte)(seg) = ah.av
+		putBE32(unsafe.Add(seg, avOffDQPDCT), wr.RemoteQPN|abi.MLX5ExtendedUDAV)
+		putBE32(unsafe.Add(seg, avOffQkey), wr.RemoteQkey)
+		seg = unsafe.Add(seg, datagramSegSize)
+		size += datagramSegSize / 16
+		if seg == sq.end {
+			seg = sq.start
+		}
+	} else if wr.Opcode == provider.WRRDMAWrite || wr.Opcode == provider.WRRDMAWriteWithImm {
+		setRaddrSeg(seg, wr.RemoteAddr, wr.Rkey)
+		seg = unsafe.Add(seg, raddrSegSize)
+		size += raddrSegSize / 16
+	}
+	if inline {
+		size += sq.setInline(seg, wr.SGL, 0, 0)
+	} else {
+		for i := range wr.SGL {
+			if seg == sq.end {
+				seg = sq.start
+			}
+			sge := &wr.SGL[i]
+			if sge.Length == 0 {
+				continue
+			}
+			setDataSeg(seg, sge.Length, sge.Lkey, sge.Addr)
+			seg = unsafe.Add(seg, dataSegSize)
+			size++
+		}
+	}
+	storeBE64(ctrl, ctrlHead(cur, wr.Opcode, size, sq.qpn))
+	blocks := uint32(size*16+wqeBB-1) / wqeBB
+	sq.record(idx, blocks, wr.ID, sq.head+nreq, cur, noWCOpcode)
+	sq.curPost = cur + blocks
+	return ctrl, size, inline, true
 }
 
 // plain reports whether writePlain writes a work request's WQE.
@@ -532,22 +620,40 @@ func (sq *sendQueue) setInline(seg unsafe.Pointer, sgl []provider.SGE, first int
 	p := unsafe.Add(seg, inlineSegSize)
 	inl := uint32(0)
 	for i := first; i < len(sgl); i++ {
-		src := userBytes(sgl[i].Addr+uint64(off), sgl[i].Length-off)
+		n := uintptr(sgl[i].Length - off)
+		src := *(*unsafe.Pointer)(unsafe.Pointer(&sgl[i].Addr))
+		src = unsafe.Add(src, off)
 		off = 0
-		inl += uint32(len(src))
-		if room := uintptr(sq.end) - uintptr(p); uintptr(len(src)) > room {
-			copy(unsafe.Slice((*byte)(p), room), src)
-			src = src[room:]
+		inl += uint32(n)
+		if room := uintptr(sq.end) - uintptr(p); n > room {
+			copyInline(p, src, room)
+			src, n = unsafe.Add(src, room), n-room
 			p = sq.start
 		}
-		copy(unsafe.Slice((*byte)(p), len(src)), src)
-		p = unsafe.Add(p, len(src))
+		copyInline(p, src, n)
+		p = unsafe.Add(p, n)
 	}
 	if inl == 0 {
 		return 0
 	}
 	putBE32(seg, inl|abi.MLX5InlineSeg)
 	return alignUp(int(inl)+inlineSegSize, 16) / 16
+}
+
+// copyInline copies n bytes from src, process memory an SGE names, to
+// dst in the send queue: in 16-byte moves, the last one overlapping the
+// one before it. Inline data is a few tens of bytes, for which a call of
+// memmove (copy) and its dispatch on the length cost more than the
+// moves. Fewer than 16 bytes go to copy.
+func copyInline(dst, src unsafe.Pointer, n uintptr) {
+	if n < 16 {
+		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+		return
+	}
+	for i := uintptr(0); i < n-16; i += 16 {
+		*(*[16]byte)(unsafe.Add(dst, i)) = *(*[16]byte)(unsafe.Add(src, i))
+	}
+	*(*[16]byte)(unsafe.Add(dst, n-16)) = *(*[16]byte)(unsafe.Add(src, n-16))
 }
 
 // ring tells the HCA about the new WQEs: the doorbell record, then the
@@ -601,7 +707,7 @@ func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, pro
 		status = sq.copyToWQE(idx, inline)
 	}
 	sq.tailBB = s.start + uint32(s.blocks)
-	atomic.StoreUint32(&sq.tail, s.head+1)
+	storeRelease(&sq.tail, s.head+1)
 	return s.wrID, s.opcode, status, true
 }
 

@@ -598,3 +598,143 @@ func TestWritePlainIsEncode(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteQuickIsEncode: what writeQuick writes (inline SENDs and RDMA
+// WRITEs on RC and UC, SENDs on UD) is encode's WQE, slot and queue state,
+// byte for byte: inline data of 0 to maxInline bytes in one to four SGEs,
+// across the ring's wrap, after a LOCAL_INV's owed fence, with
+// sq_sig_all. What it must leave to check and encode it refuses, writing
+// nothing.
+func TestWriteQuickIsEncode(t *testing.T) {
+	c, _ := newTestContext(t, testResp())
+	ah := testAH(t, c)
+	sgl, _ := payload(t, 1, 1, 15, 16, 17, 40, 64, 0, 100)
+	for _, tc := range []struct {
+		name string
+		init provider.QPInit
+		ops  []provider.WROpcode
+	}{
+		{"RC", provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 32, MaxSendSGE: 4, MaxInlineData: 128},
+			[]provider.WROpcode{provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm}},
+		{"RC, sq_sig_all", provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 32, MaxSendSGE: 4, MaxInlineData: 128, SQSigAll: true},
+			[]provider.WROpcode{provider.WRSend, provider.WRRDMAWrite}},
+		{"UC", provider.QPInit{Type: abi.QPTypeUC, MaxSendWr: 32, MaxSendSGE: 4, MaxInlineData: 128},
+			[]provider.WROpcode{provider.WRSend, provider.WRSendWithImm, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm}},
+		{"UD", provider.QPInit{Type: abi.QPTypeUD, MaxSendWr: 32, MaxSendSGE: 4, MaxInlineData: 128},
+			[]provider.WROpcode{provider.WRSend, provider.WRSendWithImm}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ud := tc.init.Type == abi.QPTypeUD
+			var wrs []provider.SendWR
+			for i := 0; len(wrs) < 24; i++ {
+				op := tc.ops[i%len(tc.ops)]
+				first, n := i%len(sgl), 1+i%4
+				if first+n > len(sgl) {
+					first = len(sgl) - n
+				}
+				wr := provider.SendWR{ID: uint64(100 + i), Opcode: op, Flags: []provider.SendFlags{provider.SendInline,
+					provider.SendInline | provider.SendSignaled | provider.SendSolicited, provider.SendInline | provider.SendFence}[i%3],
+					SGL: sgl[first : first+n], RemoteAddr: 0x1000 + uint64(i), Rkey: 0x77, Imm: 0xabcd0000 + uint32(i),
+					InvalidateRkey: 0x5500 + uint32(i)}
+				if ud {
+					wr.AH, wr.RemoteQPN, wr.RemoteQkey = &provider.AHRef{AH: ah}, 0x100+uint32(i), 0x11111111
+					if i%2 == 1 {
+						wr.Flags &^= provider.SendInline
+					}
+				}
+				total := 0
+				for _, s := range wr.SGL {
+					total += int(s.Length)
+				}
+				if wr.Flags&provider.SendInline != 0 && total > 128 {
+					continue
+				}
+				wrs = append(wrs, wr)
+			}
+			// The list is written from each of the last four blocks of
+			// the ring (a WQE at the last one wraps right after its
+			// control or datagram segment), on both queues, with a
+			// LOCAL_INV's fence owed where the QP type has it.
+			pad := provider.SendWR{Opcode: provider.WRSend, AH: wrs[0].AH}
+			for back := uint32(1); back <= 4; back++ {
+				quick, encoded := newTestQP(t, c, tc.init), newTestQP(t, c, tc.init)
+				for _, q := range []*QP{quick, encoded} {
+					target := q.sq.wqeCnt - back
+					var inv []provider.SendWR
+					if tc.init.Type == abi.QPTypeRC {
+						inv = []provider.SendWR{{Opcode: provider.WRLocalInv, InvalidateRkey: 9}}
+						target -= 2 // a LOCAL_INV takes two blocks
+					}
+					for q.sq.curPost < q.sq.wqeCnt || q.sq.curPost%q.sq.wqeCnt != target {
+						start := q.sq.curPost
+						if err := q.PostSend([]provider.SendWR{pad}); err != nil {
+							t.Fatal(err)
+						}
+						if _, _, _, ok := q.sq.completeSend(uint16(start), nil); !ok {
+							t.Fatal("completeSend")
+						}
+					}
+					if inv != nil {
+						if err := q.PostSend(inv); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for i := range wrs {
+					if _, _, _, ok := quick.sq.writeQuick(&wrs[i], uint32(i)); !ok {
+						t.Fatalf("writeQuick refused work request %d: %+v", i, wrs[i])
+					}
+					encoded.sq.encode(&wrs[i], uint32(i))
+				}
+				for _, q := range []*QP{quick, encoded} {
+					q.sq.head += uint32(len(wrs))
+					q.sq.posted = q.sq.curPost
+				}
+				if diff := cmp.Diff(encoded.sqState(), quick.sqState()); diff != "" {
+					t.Errorf("%d blocks before the end: queue state (-encode +writeQuick):\n%s", back, diff)
+				}
+				if diff := cmp.Diff(encoded.sqOutstanding(t), quick.sqOutstanding(t)); diff != "" {
+					t.Errorf("%d blocks before the end: WQEs (-encode +writeQuick):\n%s", back, diff)
+				}
+				if diff := cmp.Diff(encoded.sq.slots, quick.sq.slots, cmp.AllowUnexported(sqSlot{})); diff != "" {
+					t.Errorf("%d blocks before the end: slots (-encode +writeQuick):\n%s", back, diff)
+				}
+			}
+		})
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		rc := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 32, MaxSendSGE: 2, MaxInlineData: 64})
+		ud := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeUD, MaxSendWr: 32, MaxSendSGE: 2, MaxInlineData: 64})
+		gone := testAH(t, c)
+		gone.destroyed.Store(true)
+		other, _ := newTestContext(t, testResp())
+		foreign := testAH(t, other)
+		big := provider.SGE{Addr: sgl[0].Addr, Length: uint32(rc.sq.maxInline) + 1, Lkey: 1}
+		for _, tr := range []struct {
+			name string
+			qp   *QP
+			wr   provider.SendWR
+		}{
+			{"RC plain send", rc, provider.SendWR{Opcode: provider.WRSend, SGL: sgl[:1]}},
+			{"RC inline RDMA READ", rc, provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline, SGL: sgl[:1]}},
+			{"RC inline atomic", rc, provider.SendWR{Opcode: provider.WRAtomicFetchAndAdd, Flags: provider.SendInline, SGL: sgl[:1]}},
+			{"RC inline over maxInline", rc, provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{big}}},
+			{"RC too many SGEs", rc, provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: sgl[:3]}},
+			{"RC opcode beyond 31", rc, provider.SendWR{Opcode: 40, Flags: provider.SendInline, SGL: sgl[:1]}},
+			{"UD no AH", ud, provider.SendWR{Opcode: provider.WRSend, SGL: sgl[:1]}},
+			{"UD destroyed AH", ud, provider.SendWR{Opcode: provider.WRSend, SGL: sgl[:1], AH: &provider.AHRef{AH: gone}}},
+			{"UD AH of another context", ud, provider.SendWR{Opcode: provider.WRSend, SGL: sgl[:1], AH: &provider.AHRef{AH: foreign}}},
+			{"UD RDMA WRITE", ud, provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl[:1], AH: &provider.AHRef{AH: ah}}},
+			{"UD inline over maxInline", ud, provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{big}, AH: &provider.AHRef{AH: ah}}},
+		} {
+			before := tr.qp.sqState()
+			if _, _, _, ok := tr.qp.sq.writeQuick(&tr.wr, 0); ok {
+				t.Errorf("%s: writeQuick took it", tr.name)
+			}
+			if diff := cmp.Diff(before, tr.qp.sqState()); diff != "" {
+				t.Errorf("%s: queue state changed:\n%s", tr.name, diff)
+			}
+		}
+	})
+}

@@ -40,7 +40,7 @@ type QP struct {
 // sendQueue is a QP's send side: a ring of 64-byte basic blocks (WQEBBs);
 // a WQE takes one to several consecutive blocks and may wrap.
 type sendQueue struct {
-	mu sync.Mutex
+	mu spinLock
 
 	start, end unsafe.Pointer // the ring: wqeCnt blocks
 	wqeCnt     uint32         // a power of two
@@ -70,6 +70,7 @@ type sendQueue struct {
 	ops      uint32 // bit n: the QP type posts opcode n (opcodeAllowed, computed once)
 	fastOps  uint32 // the opcodes of ops check needs to look no further at (see check)
 	plainOps uint32 // the opcodes of ops whose WQEs writePlain writes
+	quickOps uint32 // the opcodes of ops whose WQEs writeQuick may write
 
 	// Per block index, for the completions: one entry, one cache line
 	// for a post and its completion to touch. len(slots) is wqeCnt.
@@ -312,7 +313,10 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 		}
 		if init.Type != abi.QPTypeXRCIni {
 			sq.plainOps = sq.ops & plainOpcodes
+			sq.quickOps = sq.ops & quickOpcodes
 		}
+	case abi.QPTypeUD:
+		sq.quickOps = sq.ops & (1<<provider.WRSend | 1<<provider.WRSendWithImm)
 	}
 	sq.dbrec = &q.db.words[abi.MLX5SndDBR]
 	sq.ethInline = c.ethMinInline
