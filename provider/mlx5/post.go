@@ -71,40 +71,36 @@ func (q *QP) PostRecv(wrs []provider.RecvWR) error {
 	return q.rq.post(wrs)
 }
 
+// post writes and rings a list of work requests under sq.mu, as one
+// function with the doorbell: the list's usual path makes no call but
+// those that write WQEs and the doorbell's (post and the ring were three
+// functions, each call a frame and spills).
 func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
-	// Unlocked by hand rather than deferred: a deferred Unlock is a call
-	// of sync.Mutex.Unlock, this its inlined fast path.
+	// Unlocked by hand on each way out rather than deferred: a deferred
+	// Unlock is a call, this the inlined store.
 	sq.mu.Lock()
-	err := sq.postLocked(wrs)
-	sq.mu.Unlock()
-	return err
-}
-
-func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	// The context's Close sets closed under sq.mu before it unmaps the
 	// UAR (see lifetime): held to the end, the mutex keeps the register
 	// mapped through the doorbell.
-	if sq.closed {
-		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
-	}
-	if sq.start == nil || sq.bf == nil {
-		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no send queue", provider.ErrQueueFull)}
-	}
+	//
 	// The list is written into the ring's free blocks past curPost, which
 	// the HCA reads only once the doorbell record says so, each work
 	// request checked before its WQE: runs of plain WQEs (most lists are
-	// nothing else) by writePlain, which needs no check, the others by
-	// check and encode. Nothing is published until the whole list is
-	// written: a bad work request anywhere takes back what the list moved
-	// (curPost and the owed fence; the slots past curPost are free, read
-	// by no completion) and posts none of it. A list longer than the room
-	// is refused before anything is written.
+	// nothing else) by writePlain, which needs no check, the common
+	// others by writeQuick, which checks as it writes, the rest by check
+	// and encode. Nothing is published until the whole list is written: a
+	// bad work request anywhere takes back what the list moved (curPost
+	// and the owed fence; the slots past curPost are free, read by no
+	// completion) and posts none of it. A list longer than the room is
+	// refused before anything is written.
 	free := sq.maxPost - (sq.head - atomic.LoadUint32(&sq.tail))
-	if uint32(len(wrs)) > free {
-		return sq.refuse(wrs, free)
+	if sq.closed || sq.start == nil || sq.bf == nil || uint32(len(wrs)) > free {
+		err := sq.refuse(wrs, free)
+		sq.mu.Unlock()
+		return err
 	}
 	curPost, fmCache := sq.curPost, sq.fmCache
 	n, ctrl, size := 0, unsafe.Pointer(nil), 0
@@ -119,6 +115,7 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 			if !sq.fast(wr) {
 				if err := sq.check(wr); err != nil {
 					sq.curPost, sq.fmCache = curPost, fmCache
+					sq.mu.Unlock()
 					return &provider.PostError{Index: n, Err: err}
 				}
 			}
@@ -139,21 +136,42 @@ func (sq *sendQueue) postLocked(wrs []provider.SendWR) error {
 	// itself, in memory the HCA writes, is no edge the Go memory model or
 	// the race detector knows.)
 	storeRelease(&sq.posted, sq.curPost)
-	sq.ring(len(wrs), inl, size, ctrl)
+
+	// The doorbell (libmlx5's post_send_db): the doorbell record, then the
+	// last WQE's first 8 bytes to the BlueFlame register or, for one small
+	// WQE (with inline data, or any with BlueFlame preferred, libmlx5's
+	// default), the whole WQE.
+	bf := sq.bf
+	if bf.needLock {
+		bf.mu.Lock()
+	}
+	reg := unsafe.Add(sq.reg, bf.offset)
+	if len(wrs) == 1 && (inl || sq.preferBF) && size > 1 && size <= sq.bfMaxDS {
+		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, reg, ctrl, (size*16+wqeBB-1)/wqeBB, sq.start, sq.end)
+	} else {
+		ringDoorbell(sq.dbrec, sq.curPost&0xffff, reg, ctrl)
+	}
+	if bf.bufSize != 0 {
+		bf.offset ^= bf.bufSize
+	}
+	if bf.needLock {
+		bf.mu.Unlock()
+	}
+	sq.mu.Unlock()
 	return nil
 }
 
-// fast reports whether a work request that is not plain needs no check:
-// on a connected QP, without inline data. fastOps holds only opcodes that
-// need no more checking (a shift by 32 or more leaves no bit).
-func (sq *sendQueue) fast(wr *provider.SendWR) bool {
-	return sq.fastOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
-}
-
-// refuse is the answer to a list longer than the queue's free room,
-// which writes nothing: the first bad work request of those that fit,
-// else the first that does not fit.
+// refuse is the answer to a list post cannot take, which writes nothing:
+// the context closed, no send queue, or a list longer than the queue's
+// free room, free (then the first bad work request of those that fit,
+// else the first that does not fit).
 func (sq *sendQueue) refuse(wrs []provider.SendWR, free uint32) error {
+	if sq.closed {
+		return &provider.PostError{Index: 0, Err: provider.ErrClosed}
+	}
+	if sq.start == nil || sq.bf == nil {
+		return &provider.PostError{Index: 0, Err: fmt.Errorf("%w: the QP has no send queue", provider.ErrQueueFull)}
+	}
 	for i := range wrs[:free] {
 		if wr := &wrs[i]; !sq.fast(wr) {
 			if err := sq.check(wr); err != nil {
@@ -162,6 +180,13 @@ func (sq *sendQueue) refuse(wrs []provider.SendWR, free uint32) error {
 		}
 	}
 	return &provider.PostError{Index: int(free), Err: provider.ErrQueueFull}
+}
+
+// fast reports whether a work request that is not plain needs no check:
+// on a connected QP, without inline data. fastOps holds only opcodes that
+// need no more checking (a shift by 32 or more leaves no bit).
+func (sq *sendQueue) fast(wr *provider.SendWR) bool {
+	return sq.fastOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
 }
 
 // check refuses what the WQE could not hold or the QP type cannot send.
@@ -366,7 +391,15 @@ func (sq *sendQueue) writeQuick(wr *provider.SendWR, nreq uint32) (unsafe.Pointe
 		size += raddrSegSize / 16
 	}
 	if inline {
-		size += sq.setInline(seg, wr.SGL, 0, 0)
+		// One SGE that does not reach the ring's end, the usual inline
+		// send, without setInline's call and loop.
+		if n := uintptr(wr.SGL[0].Length); len(wr.SGL) == 1 && n != 0 && n+uintptr(inlineSegSize) <= uintptr(sq.end)-uintptr(seg) {
+			copyInline(unsafe.Add(seg, inlineSegSize), *(*unsafe.Pointer)(unsafe.Pointer(&wr.SGL[0].Addr)), n)
+			putBE32(seg, uint32(n)|abi.MLX5InlineSeg)
+			size += (int(n) + inlineSegSize + 15) / 16
+		} else {
+			size += sq.setInline(seg, wr.SGL, 0, 0)
+		}
 	} else {
 		for i := range wr.SGL {
 			if seg == sq.end {
@@ -653,31 +686,8 @@ func copyInline(dst, src unsafe.Pointer, n uintptr) {
 	for i := uintptr(0); i < n-16; i += 16 {
 		*(*[16]byte)(unsafe.Add(dst, i)) = *(*[16]byte)(unsafe.Add(src, i))
 	}
+	// A larger array would be copied by a call of memmove.
 	*(*[16]byte)(unsafe.Add(dst, n-16)) = *(*[16]byte)(unsafe.Add(src, n-16))
-}
-
-// ring tells the HCA about the new WQEs: the doorbell record, then the
-// last WQE's first 8 bytes to the BlueFlame register or, for one small
-// WQE (with inline data, or any with BlueFlame preferred, libmlx5's
-// default), the whole WQE (libmlx5's post_send_db).
-func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
-	bf := sq.bf
-	if bf.needLock {
-		bf.mu.Lock()
-	}
-	reg := unsafe.Add(sq.reg, bf.offset)
-	if nreq == 1 && (inl || sq.preferBF) && size > 1 && size <= sq.bfMaxDS {
-		blocks := (size*16 + wqeBB - 1) / wqeBB
-		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, reg, ctrl, blocks, sq.start, sq.end)
-	} else {
-		ringDoorbell(sq.dbrec, sq.curPost&0xffff, reg, ctrl)
-	}
-	if bf.bufSize != 0 {
-		bf.offset ^= bf.bufSize
-	}
-	if bf.needLock {
-		bf.mu.Unlock()
-	}
 }
 
 // completeSend implements sendCompleter. It takes no lock: the QP's send
@@ -689,26 +699,25 @@ func (sq *sendQueue) ring(nreq int, inl bool, size int, ctrl unsafe.Pointer) {
 // last here, frees them. Destroyed detaches the QP from its CQs, under
 // the CQs' mutex, before it frees the ring.
 func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, provider.WCOpcode, provider.WCStatus, bool) {
-	if sq.wqeCnt == 0 {
-		return 0, 0, 0, false
-	}
+	// With nothing posted (a queue without a ring posts nothing) no
+	// counter is outstanding.
 	posted := atomic.LoadUint32(&sq.posted)
-	dist := (uint32(wqeCounter) - sq.tailBB) & 0xffff
-	if dist >= posted-sq.tailBB {
+	if (uint32(wqeCounter)-sq.tailBB)&0xffff >= posted-sq.tailBB {
 		return 0, 0, 0, false
 	}
-	idx := uint32(wqeCounter) & (sq.wqeCnt - 1)
-	s := sq.slot(idx)
+	s := sq.slot(uint32(wqeCounter))
 	if s.blocks == 0 || uint16(s.start) != wqeCounter {
 		return 0, 0, 0, false
 	}
 	status := provider.WCSuccess
 	if inline != nil {
-		status = sq.copyToWQE(idx, inline)
+		status = sq.copyToWQE(uint32(wqeCounter)&(sq.wqeCnt-1), inline)
 	}
+	// Read before tail frees the WQE's blocks and slot for post.
+	wrID, op := s.wrID, s.opcode
 	sq.tailBB = s.start + uint32(s.blocks)
 	storeRelease(&sq.tail, s.head+1)
-	return s.wrID, s.opcode, status, true
+	return wrID, op, status, true
 }
 
 // slot returns the slot of block i modulo the ring (len(slots) is a

@@ -632,6 +632,11 @@ func TestWriteQuickIsEncode(t *testing.T) {
 				if first+n > len(sgl) {
 					first = len(sgl) - n
 				}
+				if i < 3 {
+					// One SGE of 64, 100 and 17 bytes first: from the
+					// ring's last blocks their data reaches its end.
+					first, n = []int{5, 7, 3}[i], 1
+				}
 				wr := provider.SendWR{ID: uint64(100 + i), Opcode: op, Flags: []provider.SendFlags{provider.SendInline,
 					provider.SendInline | provider.SendSignaled | provider.SendSolicited, provider.SendInline | provider.SendFence}[i%3],
 					SGL: sgl[first : first+n], RemoteAddr: 0x1000 + uint64(i), Rkey: 0x77, Imm: 0xabcd0000 + uint32(i),

@@ -84,6 +84,7 @@ type sqSlot struct {
 	start  uint32            // curPost of the WQE
 	opcode provider.WCOpcode // for UMR WQEs, whose CQE does not say
 	blocks uint8             // blocks the WQE takes; 0: no WQE starts here
+	_      [11]byte          // to 32 bytes: indexed by a shift, two to a cache line
 }
 
 // recvQueue is a QP's receive side: a ring of equal WQEs of data
