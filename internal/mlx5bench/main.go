@@ -21,8 +21,10 @@
 // thread over the timed part besides the wall time; the comparison is of
 // CPU time, which a shared host's scheduling does not inflate (a loop that
 // never sleeps, the C one, is descheduled for much of any interval on a
-// loaded host; the Go benchmark sleeps in each StopTimer and is favoured). The host's load average is read before each
-// run and reported.
+// loaded host). The host's load average is read before each run and
+// reported. With -instructions it also counts, under valgrind's
+// callgrind, the instructions each side executes per iteration (see
+// countInstructions).
 package main
 
 import (
@@ -67,16 +69,22 @@ func main() {
 	only := flag.String("cases", "", "comma-separated case names (default: all)")
 	scale := flag.Float64("scale", 1, "multiply every case's iteration count")
 	out := flag.String("o", "", "also write the table to this file")
+	instr := flag.Bool("instructions", false, "also count each side's instructions per iteration under valgrind's callgrind")
 	flag.Parse()
-	if err := run(*reps, *only, *scale, *out); err != nil {
+	if err := run(*reps, *only, *scale, *out, *instr); err != nil {
 		fmt.Fprintln(os.Stderr, "mlx5bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(reps int, only string, scale float64, out string) error {
+func run(reps int, only string, scale float64, out string, instr bool) error {
 	if reps < 1 {
 		return fmt.Errorf("-reps %d: need at least 1", reps)
+	}
+	if instr {
+		if err := haveCallgrind(); err != nil {
+			return err
+		}
 	}
 	cs, err := selectCases(only, scale)
 	if err != nil {
@@ -162,8 +170,27 @@ func run(reps int, only string, scale float64, out string) error {
 		}
 		fmt.Fprintf(os.Stderr, "mlx5bench: repetition %d of %d done (%s)\n", rep, reps, time.Since(start).Round(time.Second))
 	}
+	took := time.Since(start)
+	ir := make(map[string]irCase)
+	irIters := make(map[string]int)
+	if instr {
+		for _, c := range cs {
+			// A fortieth of the timed run: enough calls that the first
+			// ones' cold paths are noise, a few seconds under callgrind.
+			n := max(1000, c.Iters/40)
+			r, err := countInstructions(c, n, dir, goTest, sysfs, env)
+			if err != nil {
+				return fmt.Errorf("counting the instructions of %s: %w", c.Name, err)
+			}
+			ir[c.Name], irIters[c.Name] = r, n
+			fmt.Fprintf(os.Stderr, "mlx5bench: %s: %.0f instructions per iteration (Go), %.0f (C)\n", c.Name, r.goIter, r.cIter)
+		}
+	}
 	var tbl bytes.Buffer
-	writeTable(&tbl, cs, res, loads, reps, time.Since(start))
+	writeTable(&tbl, cs, res, loads, reps, took)
+	if instr {
+		writeInstructions(&tbl, cs, ir, irIters)
+	}
 	os.Stdout.Write(tbl.Bytes())
 	if out != "" {
 		// make's default is under .cache, which a fresh clone lacks

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,5 +51,49 @@ func TestSelectCases(t *testing.T) {
 	got := []any{err, len(cs), cs[0].Iters}
 	if diff := cmp.Diff([]any{nil, 2, 1_000_000}, got); diff != "" {
 		t.Error(diff)
+	}
+}
+
+func TestParseCallgrindTree(t *testing.T) {
+	out := `--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+58,969,005 (98.49%)  *  ???:run [/tmp/cb/bench]
+
+31,957,779 (53.38%)  < ???:run (104,097x) [/tmp/cb/bench]
+31,957,779 (53.38%)  *  ???:0x00000000000552e0 [/usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.44.0]
+
+19,135,999 (31.99%)  < ???:run (103,999x) [/tmp/cb/bench]
+       97 ( 0.00%)  < ???:probe (97x) [/tmp/cb/bench]
+19,153,664 (31.99%)  *  ???:0x000000000001e880 [/usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.44.0]
+
+ 12,977,039 ( 3.41%)  < provider/mlx5/bench_vs_libmlx5_test.go:github.com/goverbs/goverbs/provider/mlx5.benchPostPoll.func2 (58,193x) [/tmp/mb.test]
+        556 ( 0.00%)  < provider/mlx5/bench_vs_libmlx5_test.go:github.com/goverbs/goverbs/provider/mlx5.benchPostPoll (2x) [/tmp/mb.test]
+ 12,977,485 ( 3.41%)  *  /work/main/provider/mlx5/poll.go:github.com/goverbs/goverbs/provider/mlx5.(*CQ).Poll
+
+ 10,591,600 ( 2.79%)  *  provider/mlx5/poll.go:github.com/goverbs/goverbs/provider/mlx5.(*CQ).Poll [/tmp/mb.test]
+`
+	fns, err := parseTree(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post, poll, err := perCall(fns, ":0x00000000000552e0", ":0x000000000001e880", false)
+	if err != nil || post != 307 || poll != 184 {
+		t.Errorf("perCall = %v, %v, %v; want 307, 184", post, poll, err)
+	}
+	if _, poll, err := perCall(fns, "nothing", ":0x000000000001e880", true); err != nil || poll != 184 {
+		t.Errorf("perCall, poll only = %v, %v; want 184", poll, err)
+	}
+	if _, _, err := perCall(fns, ":0x0+[0-9a-f]+", ":0x000000000001e880", false); err == nil {
+		t.Error("perCall took a name two functions match")
+	}
+	if _, poll, err := perCall(fns, "nothing", `\.\(\*CQ\)\.Poll`, true); err != nil || poll != 223 {
+		t.Errorf("perCall of a Go function callgrind names twice = %v, %v; want 223", poll, err)
+	}
+	if p, q, err := parseOps([]byte("write 1000 85930 82855\nops /lib/x86_64-linux-gnu/libmlx5.so.1 0x552e0 0x1e880\n")); err != nil || p != 0x552e0 || q != 0x1e880 {
+		t.Errorf("parseOps = %#x, %#x, %v", p, q, err)
+	}
+	if _, _, err := parseOps([]byte("write 1000 85930 82855\n")); err == nil {
+		t.Error("parseOps found no ops line and said nothing")
 	}
 }

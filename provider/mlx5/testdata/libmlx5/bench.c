@@ -13,8 +13,10 @@
 // Usage: bench <sysfs dir> <case> <iterations>   (LD_PRELOAD=libfakekernel.so)
 // Cases: write inline64 ud list16 poll16 (or "all"). Prints one line per
 // case: "<case> <iterations> <wall ns> <CPU ns of the thread>" over the
-// timed parts.
+// timed parts. With BENCH_OPS set in the environment it also prints where
+// the library's post_send and poll_cq lie in their file (see main).
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdint.h>
@@ -461,6 +463,18 @@ int main(int argc, char **argv)
 		run(all[i], n, &tm);
 		printf("%s %llu %llu %llu\n", all[i], (unsigned long long)n, (unsigned long long)tm.wall,
 		       (unsigned long long)tm.cpu);
+	}
+	if (getenv("BENCH_OPS")) {
+		/* where libmlx5's post_send and poll_cq lie in their file, for
+		 * a count of their instructions under callgrind (mlx5bench
+		 * -instructions): "ops <file> <post_send offset> <poll_cq
+		 * offset>" */
+		Dl_info ps, pc;
+
+		if (!dladdr((void *)ctx->ops.post_send, &ps) || !dladdr((void *)ctx->ops.poll_cq, &pc))
+			failx("dladdr of the context's post_send and poll_cq");
+		printf("ops %s %#lx %#lx\n", ps.dli_fname, (unsigned long)((char *)ctx->ops.post_send - (char *)ps.dli_fbase),
+		       (unsigned long)((char *)ctx->ops.poll_cq - (char *)pc.dli_fbase));
 	}
 	ibv_dereg_mr(mr);
 	ibv_dealloc_pd(pd);
