@@ -8,7 +8,8 @@
 #   make vmselftest  the harness's own VM tests (byte-exact output, reference tools)
 #   make perfcompare  ibperf against perftest side by side in the VM (docs/performance.md)
 #   make rsockperf    Go rstream against rdma-core's rstream and kernel TCP in the VM (docs/performance.md)
-#   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host)
+#   make bench-mlx5-vs-c  the mlx5 data path against rdma-core's libmlx5 (fake kernel, host;
+#                         instructions per iteration too where valgrind is installed)
 #   make cmrate    rdmacm's connection setup rate against librdmacm's in the VM
 #   make fuzz      every go test -fuzz target of the module for FUZZTIME each (at least FUZZMINEXECS runs)
 #   make vmrace    the load and integrity tests under -race in the VM, both kernels
@@ -189,10 +190,12 @@ bench-mlx5:
 
 # The same data-path shapes on rdma-core's libmlx5 (built here with gcc, over
 # the golden harness's fake kernel) and on provider/mlx5, alternating, with
-# medians and Go/C (docs/performance.md).
+# medians and Go/C (docs/performance.md); where valgrind is installed, each
+# side's instructions per iteration too (-instructions).
 MLX5_BENCH_REPS ?= 7
+MLX5_BENCH_INSTRUCTIONS ?= $(if $(shell command -v valgrind),-instructions)
 bench-mlx5-vs-c:
-	$(GO) run ./internal/mlx5bench -reps $(MLX5_BENCH_REPS) -o $(CURDIR)/.cache/mlx5bench.md
+	$(GO) run ./internal/mlx5bench -reps $(MLX5_BENCH_REPS) $(MLX5_BENCH_INSTRUCTIONS) -o $(CURDIR)/.cache/mlx5bench.md
 
 # Every fuzz target of the module (found by go test -list, so new ones join
 # by themselves), FUZZTIME each; fails on a crash and names the saved input,
