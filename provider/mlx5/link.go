@@ -52,6 +52,7 @@ type rxCSummer interface{ rxCSumValid() bool }
 type cqLink struct {
 	qpn   uint32
 	send  sendCompleter // nil when the CQ is only the QP's receive CQ
+	sq    *sendQueue    // send, when it is a QP's send queue (parseReq inlines its completeSend)
 	recv  recvCompleter // the RQ, the QP's SRQ, or nil (send CQ only)
 	rxSum rxCSummer     // the RQ, when it reports checksums
 }
@@ -74,6 +75,7 @@ func (cq *CQ) attach(qpn uint32, s sendCompleter, r recvCompleter) error {
 		return &FieldError{Field: "qpn", Value: uint64(qpn), Reason: "already attached to this CQ"}
 	}
 	l := &cqLink{qpn: qpn, send: s, recv: r}
+	l.sq, _ = s.(*sendQueue)
 	l.rxSum, _ = r.(rxCSummer)
 	cq.qps[qpn] = l
 	return nil

@@ -699,25 +699,42 @@ func copyInline(dst, src unsafe.Pointer, n uintptr) {
 // last here, frees them. Destroyed detaches the QP from its CQs, under
 // the CQs' mutex, before it frees the ring.
 func (sq *sendQueue) completeSend(wqeCounter uint16, inline []byte) (uint64, provider.WCOpcode, provider.WCStatus, bool) {
-	// With nothing posted (a queue without a ring posts nothing) no
-	// counter is outstanding.
-	posted := atomic.LoadUint32(&sq.posted)
-	if (uint32(wqeCounter)-sq.tailBB)&0xffff >= posted-sq.tailBB {
-		return 0, 0, 0, false
-	}
-	s := sq.slot(uint32(wqeCounter))
-	if s.blocks == 0 || uint16(s.start) != wqeCounter {
+	s := sq.outstanding(wqeCounter)
+	if s == nil {
 		return 0, 0, 0, false
 	}
 	status := provider.WCSuccess
 	if inline != nil {
 		status = sq.copyToWQE(uint32(wqeCounter)&(sq.wqeCnt-1), inline)
 	}
-	// Read before tail frees the WQE's blocks and slot for post.
 	wrID, op := s.wrID, s.opcode
+	sq.retire(s)
+	return wrID, op, status, true
+}
+
+// outstanding returns the slot of the outstanding WQE whose counter is
+// wqeCounter, or nil when none is. With nothing posted (a queue without a
+// ring posts nothing) no counter is outstanding. outstanding and retire
+// are completeSend's parts that the compiler inlines, for the CQ's
+// requester path.
+func (sq *sendQueue) outstanding(wqeCounter uint16) *sqSlot {
+	posted := atomic.LoadUint32(&sq.posted)
+	if (uint32(wqeCounter)-sq.tailBB)&0xffff >= posted-sq.tailBB {
+		return nil
+	}
+	s := sq.slot(uint32(wqeCounter))
+	if s.blocks == 0 || uint16(s.start) != wqeCounter {
+		return nil
+	}
+	return s
+}
+
+// retire frees the blocks of the WQE of slot s, which outstanding
+// returned, and the work requests up to its own, for post. The caller
+// reads what it needs of s and of the WQE before.
+func (sq *sendQueue) retire(s *sqSlot) {
 	sq.tailBB = s.start + uint32(s.blocks)
 	storeRelease(&sq.tail, s.head+1)
-	return wrID, op, status, true
 }
 
 // slot returns the slot of block i modulo the ring (len(slots) is a
