@@ -184,9 +184,9 @@ func (sq *sendQueue) refuse(wrs []provider.SendWR, free uint32) error {
 
 // fast reports whether a work request that is not plain needs no check:
 // on a connected QP, without inline data. fastOps holds only opcodes that
-// need no more checking (a shift by 32 or more leaves no bit).
+// need no more checking.
 func (sq *sendQueue) fast(wr *provider.SendWR) bool {
-	return sq.fastOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
+	return opIn(sq.fastOps, wr.Opcode) && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
 }
 
 // check refuses what the WQE could not hold or the QP type cannot send.
@@ -274,7 +274,8 @@ const plainOpcodes = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 
 	1<<provider.WRSendWithImm | 1<<provider.WRSendWithInv | 1<<provider.WRRDMARead
 
 // writePlain writes the WQEs of the work requests at the start of wrs
-// (nreq the first one's position in the list) that are plain: an opcode
+// (nreq the first one's position in the list; the caller found it plain)
+// that are plain: an opcode
 // of sq.plainOps, at most maxGS SGEs, no inline data. They need no check
 // (sq.plainOps holds only opcodes the QP posts) and come out as encode
 // writes them, byte for byte. It stops at the first that is not, and
@@ -293,7 +294,7 @@ func (sq *sendQueue) writePlain(wrs []provider.SendWR, nreq uint32) (int, unsafe
 	size, n := 0, 0
 	for ; n < len(wrs); n++ {
 		wr := &wrs[n]
-		if !sq.plain(wr) {
+		if n > 0 && !sq.plain(wr) { // the caller found the first plain
 			break
 		}
 		idx := cur & (sq.wqeCnt - 1)
@@ -342,7 +343,7 @@ const quickOpcodes = 1<<provider.WRRDMAWrite | 1<<provider.WRRDMAWriteWithImm | 
 // is what encode writes, byte for byte (TestWriteQuickIsEncode); it saves
 // check's separate pass and encode's dispatch on the QP type and opcode.
 func (sq *sendQueue) writeQuick(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, int, bool, bool) {
-	if sq.quickOps&(1<<wr.Opcode) == 0 || len(wr.SGL) > sq.maxGS {
+	if !opIn(sq.quickOps, wr.Opcode) || len(wr.SGL) > sq.maxGS {
 		return nil, 0, false, false
 	}
 	inline := wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0
@@ -423,8 +424,13 @@ func (sq *sendQueue) writeQuick(wr *provider.SendWR, nreq uint32) (unsafe.Pointe
 
 // plain reports whether writePlain writes a work request's WQE.
 func (sq *sendQueue) plain(wr *provider.SendWR) bool {
-	return sq.plainOps&(1<<wr.Opcode) != 0 && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
+	return opIn(sq.plainOps, wr.Opcode) && len(wr.SGL) <= sq.maxGS && wr.Flags&provider.SendInline == 0
 }
+
+// opIn reports whether the bit of opcode op is set in the mask ops: a
+// bit test, where 1<<op costs the instructions that make a shift by 32 or
+// more come out 0.
+func opIn(ops uint32, op provider.WROpcode) bool { return op < 32 && ops&(1<<(op&31)) != 0 }
 
 // fmCeSe is a control segment's fence, completion and solicited bits
 // (fm_ce_se): owed the fence a LOCAL_INV owes the next WQE, sigBits
