@@ -395,7 +395,19 @@ func (sq *sendQueue) writeQuick(wr *provider.SendWR, nreq uint32) (unsafe.Pointe
 		// One SGE that does not reach the ring's end, the usual inline
 		// send, without setInline's call and loop.
 		if n := uintptr(wr.SGL[0].Length); len(wr.SGL) == 1 && n != 0 && n+uintptr(inlineSegSize) <= uintptr(sq.end)-uintptr(seg) {
-			copyInline(unsafe.Add(seg, inlineSegSize), *(*unsafe.Pointer)(unsafe.Pointer(&wr.SGL[0].Addr)), n)
+			dst, src := unsafe.Add(seg, inlineSegSize), *(*unsafe.Pointer)(unsafe.Pointer(&wr.SGL[0].Addr))
+			if n >= 16 && n <= 64 {
+				// Two or four 16-byte moves, overlapping, cover 16
+				// to 64 bytes without a loop.
+				move16(dst, src, 0)
+				move16(dst, src, n-16)
+				if n > 32 {
+					move16(dst, src, 16)
+					move16(dst, src, n-32)
+				}
+			} else {
+				copyInline(dst, src, n)
+			}
 			putBE32(seg, uint32(n)|abi.MLX5InlineSeg)
 			size += (int(n) + inlineSegSize + 15) / 16
 		} else {
@@ -694,6 +706,12 @@ func copyInline(dst, src unsafe.Pointer, n uintptr) {
 	}
 	// A larger array would be copied by a call of memmove.
 	*(*[16]byte)(unsafe.Add(dst, n-16)) = *(*[16]byte)(unsafe.Add(src, n-16))
+}
+
+// move16 copies the 16 bytes at src+off to dst+off in one load and one
+// store.
+func move16(dst, src unsafe.Pointer, off uintptr) {
+	*(*[16]byte)(unsafe.Add(dst, off)) = *(*[16]byte)(unsafe.Add(src, off))
 }
 
 // completeSend implements sendCompleter. It takes no lock: the QP's send

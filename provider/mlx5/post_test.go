@@ -608,7 +608,7 @@ func TestWritePlainIsEncode(t *testing.T) {
 func TestWriteQuickIsEncode(t *testing.T) {
 	c, _ := newTestContext(t, testResp())
 	ah := testAH(t, c)
-	sgl, _ := payload(t, 1, 1, 15, 16, 17, 40, 64, 0, 100)
+	sgl, _ := payload(t, 1, 1, 15, 16, 17, 40, 64, 0, 100, 32, 33)
 	for _, tc := range []struct {
 		name string
 		init provider.QPInit
@@ -632,10 +632,11 @@ func TestWriteQuickIsEncode(t *testing.T) {
 				if first+n > len(sgl) {
 					first = len(sgl) - n
 				}
-				if i < 3 {
-					// One SGE of 64, 100 and 17 bytes first: from the
-					// ring's last blocks their data reaches its end.
-					first, n = []int{5, 7, 3}[i], 1
+				if i < 6 {
+					// One SGE of 64, 100, 17, 16, 33 and 32 bytes first
+					// (the copy's cases): from the ring's last blocks
+					// their data reaches its end.
+					first, n = []int{5, 7, 3, 2, 9, 8}[i], 1
 				}
 				wr := provider.SendWR{ID: uint64(100 + i), Opcode: op, Flags: []provider.SendFlags{provider.SendInline,
 					provider.SendInline | provider.SendSignaled | provider.SendSolicited, provider.SendInline | provider.SendFence}[i%3],
