@@ -292,11 +292,8 @@ func (sq *sendQueue) writePlain(wrs []provider.SendWR, nreq uint32) (int, unsafe
 	cur, head, owed := sq.curPost, sq.head+nreq, sq.fmCache
 	var ctrl unsafe.Pointer
 	size, n := 0, 0
-	for ; n < len(wrs); n++ {
+	for { // the caller found the first plain
 		wr := &wrs[n]
-		if n > 0 && !sq.plain(wr) { // the caller found the first plain
-			break
-		}
 		idx := cur & (sq.wqeCnt - 1)
 		ctrl = unsafe.Add(sq.start, uintptr(idx)<<abi.MLX5SendWQEShift)
 		storeBE64(unsafe.Add(ctrl, 8), uint64(fmCeSe(wr.Flags, owed, sq.sigBits))<<32|uint64(wrImm(wr)))
@@ -324,6 +321,9 @@ func (sq *sendQueue) writePlain(wrs []provider.SendWR, nreq uint32) (int, unsafe
 		blocks := uint32(size*16+wqeBB-1) / wqeBB
 		sq.record(idx, blocks, wr.ID, head+uint32(n), cur, noWCOpcode)
 		cur += blocks
+		if n++; n == len(wrs) || !sq.plain(&wrs[n]) {
+			break
+		}
 	}
 	sq.curPost, sq.fmCache = cur, owed
 	return n, ctrl, size
