@@ -103,11 +103,17 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 		return err
 	}
 	curPost, fmCache := sq.curPost, sq.fmCache
-	n, ctrl, size := 0, unsafe.Pointer(nil), 0
+	n, ctrl, size, inl := 0, unsafe.Pointer(nil), 0, false
 	if sq.plain(&wrs[0]) {
 		n, ctrl, size = sq.writePlain(wrs, 0)
+	} else if len(wrs) == 1 {
+		// One work request that writeQuick takes (an inline or UD
+		// send, posted alone for its latency) skips the loop below.
+		var ok bool
+		if ctrl, size, inl, ok = sq.writeQuick(&wrs[0], 0); ok {
+			n = 1
+		}
 	}
-	inl := false
 	for n < len(wrs) {
 		wr := &wrs[n]
 		c, sz, wrInl, ok := sq.writeQuick(wr, uint32(n))
