@@ -87,6 +87,7 @@ func TestPostAllocatesNothing(t *testing.T) {
 	for name, f := range map[string]func(){
 		"send":   func() { q.PostSend(one); q.sq.retireAll() },
 		"list16": func() { q.PostSend(list); q.sq.retireAll() },
+		"inline": func() { q.PostSend(list[:1]); q.sq.retireAll() },
 		"ud":     func() { ud.PostSend(udWR); ud.sq.retireAll() },
 		"recv":   func() { q.PostRecv(recv); q.rq.tail = q.rq.head },
 	} {
