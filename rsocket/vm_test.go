@@ -13,12 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 func requireVM(t testing.TB) {
@@ -238,16 +240,43 @@ func rstreamArgs(size int, mode string) []string {
 	return []string{"-S", strconv.Itoa(size), "-C", "3", "-I", "2", "-T", mode, "-T", "v"}
 }
 
-func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *rstreamOut) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "rstream", args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := new(rstreamOut)
+	cmd.Stdout, cmd.Stderr = out, out
+	// An rstream still running when the test's context ends is killed;
+	// where its threads waited in the kernel goes into its output first.
+	cmd.Cancel = func() error {
+		fmt.Fprintf(out, "\n[test: killed at the end of its context; its threads' kernel stacks:%s]\n", vmproc.KernelStacks(cmd.Process.Pid))
+		return cmd.Process.Kill()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, &out
+	return cmd, out
 }
+
+// rstreamOut is an rstream's output: written by the copy of its pipes
+// and by the context's cancel, which runs beside it.
+type rstreamOut struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *rstreamOut) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *rstreamOut) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+func (o *rstreamOut) Bytes() []byte { return []byte(o.String()) }
 
 // dialRetry dials from rxe1 until a listener (an rstream starting up)
 // answers.
@@ -262,14 +291,14 @@ func dialRetry(ctx context.Context, addr string) (*Conn, error) {
 }
 
 // killRstream stops a running rstream and fails the test with its output.
-func killRstream(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, err error) {
+func killRstream(t *testing.T, cmd *exec.Cmd, out *rstreamOut, err error) {
 	t.Helper()
 	cmd.Process.Kill()
 	cmd.Wait()
 	t.Fatalf("%v\nrstream:\n%s", err, out)
 }
 
-func checkRstream(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) {
+func checkRstream(t *testing.T, cmd *exec.Cmd, out *rstreamOut) {
 	t.Helper()
 	err := cmd.Wait()
 	t.Logf("rstream:\n%s", out)

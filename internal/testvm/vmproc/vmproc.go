@@ -112,7 +112,7 @@ func Start(ctx context.Context, t testing.TB, tool string, args ...string) <-cha
 	cmd.WaitDelay = 5 * time.Second
 	var hung string // written by Cancel, read after Wait
 	cmd.Cancel = func() error {
-		hung = "\n[test: killed at the end of its context; its threads' kernel stacks:" + kernelStacks(cmd.Process.Pid) + "]"
+		hung = "\n[test: killed at the end of its context; its threads' kernel stacks:" + KernelStacks(cmd.Process.Pid) + "]"
 		return cmd.Process.Kill()
 	}
 	var out, errb bytes.Buffer
@@ -190,9 +190,10 @@ func lastLines(s string, n int) string {
 	return strings.Join(l, "\n")
 }
 
-// kernelStacks returns where each thread of process pid waits in the
-// kernel (/proc/PID/task/TID/stack; root only).
-func kernelStacks(pid int) string {
+// KernelStacks returns where each thread of process pid waits in the
+// kernel (/proc/PID/task/TID/stack; root only): what a test prints of a
+// tool it kills because it hung.
+func KernelStacks(pid int) string {
 	var b strings.Builder
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	for _, task := range tasks {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +34,26 @@ func TestExitCode(t *testing.T) {
 	}
 	if code, note := ExitCode(errors.New("boom")); code != -1 || note == "" {
 		t.Errorf("ExitCode(boom) = %d, %q", code, note)
+	}
+}
+
+// TestKernelStacks: one entry per thread, named by its task id and
+// command; the stack itself, or the reason it could not be read.
+func TestKernelStacks(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep to run:", err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	got := KernelStacks(pid)
+	if want := "\n" + strconv.Itoa(pid) + " (sleep):\n"; !strings.Contains(got, want) {
+		t.Errorf("KernelStacks(%d) = %q, want it to hold %q", pid, got, want)
+	}
+	if got := KernelStacks(-1); got != "" {
+		t.Errorf("KernelStacks(-1) = %q, want nothing", got)
 	}
 }
