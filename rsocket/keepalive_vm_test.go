@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +99,7 @@ func TestKeepAliveRstreamVM(t *testing.T) {
 		killRstream(t, cmd, out, err)
 	}
 	checkRstream(t, cmd, out)
-	if !bytes.Contains(out.Bytes(), []byte("Keepalive: ON\n  time: 1\n")) {
+	if !strings.Contains(out.String(), "Keepalive: ON\n  time: 1\n") {
 		t.Error("rstream did not set keepalive")
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,10 +240,10 @@ func rstreamArgs(size int, mode string) []string {
 	return []string{"-S", strconv.Itoa(size), "-C", "3", "-I", "2", "-T", mode, "-T", "v"}
 }
 
-func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *rstreamOut) {
+func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *vmproc.Buffer) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "rstream", args...)
-	out := new(rstreamOut)
+	out := new(vmproc.Buffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	// An rstream still running when the test's context ends is killed;
 	// where its threads waited in the kernel goes into its output first.
@@ -256,27 +256,6 @@ func runRstream(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *
 	}
 	return cmd, out
 }
-
-// rstreamOut is an rstream's output: written by the copy of its pipes
-// and by the context's cancel, which runs beside it.
-type rstreamOut struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *rstreamOut) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *rstreamOut) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
-
-func (o *rstreamOut) Bytes() []byte { return []byte(o.String()) }
 
 // dialRetry dials from rxe1 until a listener (an rstream starting up)
 // answers.
@@ -291,21 +270,21 @@ func dialRetry(ctx context.Context, addr string) (*Conn, error) {
 }
 
 // killRstream stops a running rstream and fails the test with its output.
-func killRstream(t *testing.T, cmd *exec.Cmd, out *rstreamOut, err error) {
+func killRstream(t *testing.T, cmd *exec.Cmd, out *vmproc.Buffer, err error) {
 	t.Helper()
 	cmd.Process.Kill()
 	cmd.Wait()
 	t.Fatalf("%v\nrstream:\n%s", err, out)
 }
 
-func checkRstream(t *testing.T, cmd *exec.Cmd, out *rstreamOut) {
+func checkRstream(t *testing.T, cmd *exec.Cmd, out *vmproc.Buffer) {
 	t.Helper()
 	err := cmd.Wait()
 	t.Logf("rstream:\n%s", out)
 	if err != nil {
 		t.Fatalf("rstream: %v", err)
 	}
-	if bytes.Contains(out.Bytes(), []byte("verification failed")) || !bytes.Contains(out.Bytes(), []byte("custom")) {
+	if o := out.String(); strings.Contains(o, "verification failed") || !strings.Contains(o, "custom") {
 		t.Fatalf("rstream did not pass")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -399,28 +398,10 @@ func TestFlagsVM(t *testing.T) {
 	}
 }
 
-// syncBuffer is an output read while it is written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // running is a side started by startStreaming: its output so far, and its
 // exit status once it ends.
 type running struct {
-	stdout, stderr syncBuffer
+	stdout, stderr vmproc.Buffer
 	exit           chan int
 }
 

@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
+	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // TestInteropVM runs this rstream against rdma-core's, each side as
@@ -141,7 +141,7 @@ func TestGoPairVM(t *testing.T) {
 		t.Run(size, func(t *testing.T) {
 			p := strconv.Itoa(7870 + i)
 			args := []string{"-p", p, "-S", size, "-C", "8", "-I", "1", "-T", "b", "-T", "v"}
-			var sout, serr syncBuffer
+			var sout, serr vmproc.Buffer
 			done := make(chan int, 1)
 			go func() { done <- run(append([]string{"rstream", "-b", vmenv.AddrA}, args...), &sout, &serr) }()
 			for sout.String() == "" && serr.String() == "" {
@@ -158,24 +158,6 @@ func TestGoPairVM(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a goroutine writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // interop runs one rstream pair with args on port, the server on rxe0,
 // the client bound to rxe1; the Go side is the server if goServer. The
 // server starts first. It returns both outputs (stdout and stderr).
@@ -187,10 +169,10 @@ func interop(ctx context.Context, port int, goServer bool, args []string) (gout,
 	if !goServer {
 		cArgs, goArgs = server, client
 	}
-	var cbuf syncBuffer
+	var cbuf vmproc.Buffer
 	cmd := exec.CommandContext(ctx, "rstream", cArgs...)
 	cmd.Stdout, cmd.Stderr = &cbuf, &cbuf
-	var gbuf, gerr syncBuffer
+	var gbuf, gerr vmproc.Buffer
 	rc := 1
 	if goServer {
 		done := make(chan int, 1)
@@ -215,8 +197,8 @@ func interop(ctx context.Context, port int, goServer bool, args []string) (gout,
 			if try > 0 {
 				time.Sleep(50 * time.Millisecond)
 			}
-			gbuf.b.Reset()
-			gerr.b.Reset()
+			gbuf.Reset()
+			gerr.Reset()
 			rc = run(append([]string{"rstream"}, goArgs...), &gbuf, &gerr)
 			// Retry only while the server does not listen yet.
 			if !strings.Contains(gerr.String(), "nobody listens") {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -205,4 +206,32 @@ func KernelStacks(pid int) string {
 		fmt.Fprintf(&b, "\n%s (%s):\n%s", filepath.Base(task), strings.TrimSpace(string(comm)), strings.TrimSpace(string(stack)))
 	}
 	return b.String()
+}
+
+// Buffer is a process's output, written by the copy of its pipes (and, for
+// a tool killed because it hung, by its context's cancel) while the test
+// reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Reset empties the buffer.
+func (b *Buffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Reset()
 }
