@@ -52,7 +52,7 @@ type rxCSummer interface{ rxCSumValid() bool }
 type cqLink struct {
 	qpn   uint32
 	send  sendCompleter // nil when the CQ is only the QP's receive CQ
-	sq    *sendQueue    // send, when it is a QP's send queue (parseReq inlines its completeSend)
+	sq    *sendQueue    // send, when it is a QP's send queue (Poll inlines its completeSend)
 	recv  recvCompleter // the RQ, the QP's SRQ, or nil (send CQ only)
 	rxSum rxCSummer     // the RQ, when it reports checksums
 }

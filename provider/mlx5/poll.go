@@ -64,9 +64,8 @@ func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
 		}
 		n++
 	}
-	// Plain store semantics would do for the hardware (it only reads the
-	// index); an atomic store keeps the race detector and the test HCA
-	// model in agreement about ordering.
+	// A release store (see storeRelease): the hardware only reads the
+	// index, after the entries before it were read.
 	storeRelease(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
 	cq.mu.Unlock()
 	return n, err
@@ -194,22 +193,9 @@ func (cq *CQ) parseReq(e *[cqeSize]byte, wqeCounter uint16, opOwn uint8, w *prov
 		}
 		inline = e[:n]
 	}
-	var wrID uint64
-	var wrOpcode provider.WCOpcode
-	status := provider.WCSuccess
-	if sq := l.sq; sq != nil && inline == nil {
-		// completeSend, inlined: a QP's send queue, nothing scattered.
-		s := sq.outstanding(wqeCounter)
-		if s == nil {
-			return cq.bad(e, opOwn, wqeCounter, "no send WQE with this counter is outstanding")
-		}
-		wrID, wrOpcode = s.wrID, s.opcode
-		sq.retire(s)
-	} else {
-		var ok bool
-		if wrID, wrOpcode, status, ok = l.send.completeSend(wqeCounter, inline); !ok {
-			return cq.bad(e, opOwn, wqeCounter, "no send WQE with this counter is outstanding")
-		}
+	wrID, wrOpcode, status, ok := l.send.completeSend(wqeCounter, inline)
+	if !ok {
+		return cq.bad(e, opOwn, wqeCounter, "no send WQE with this counter is outstanding")
 	}
 	// Zeroed, then the fields set in place: a literal of all of them is
 	// built on the stack in narrow stores and copied in 16-byte loads
