@@ -216,6 +216,8 @@ type Buffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p; it implements io.Writer for exec.Cmd's Stdout and
+// Stderr.
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
