@@ -162,6 +162,7 @@ type Conn struct {
 	rseqComp   uint32
 	wrShut     bool  // CloseWrite done
 	peerGone   bool  // DISCONNECT or CM disconnect from the peer
+	peerDisc   bool  // the peer's DISCONNECT message came
 	err        error // fatal error
 	closed     bool
 	discPosted bool
@@ -179,6 +180,7 @@ type Conn struct {
 	waitCtx        context.Context
 	done           chan struct{} // closed by Close
 	discDone       chan struct{}
+	cmGone         chan struct{} // closed by watchCM: the CM reported the peer gone
 	cancelCM       context.CancelFunc
 	freed          bool // under pollMu: the CQ is destroyed
 	closeOnce      sync.Once
@@ -236,7 +238,7 @@ func (r *chanRef) release() {
 func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	c = &Conn{cfg: cfg, id: id,
 		rdy: make(chan struct{}, 1), wrdy: make(chan struct{}, 1), cdy: make(chan struct{}, 1),
-		done: make(chan struct{}), discDone: make(chan struct{})}
+		done: make(chan struct{}), discDone: make(chan struct{}), cmGone: make(chan struct{})}
 	ctx, err := id.Context()
 	if err != nil {
 		return c, err
@@ -385,6 +387,7 @@ func (c *Conn) watchCM(ctx context.Context) {
 	c.rx.eof = true
 	c.kickLocked()
 	c.mu.Unlock()
+	close(c.cmGone)
 	notify(c.rdy)
 	notify(c.wrdy)
 }
@@ -622,6 +625,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 				rd = true
 			case rxDisconnect:
 				c.peerGone = true
+				c.peerDisc = true
 				rd, wr = true, true
 			}
 		case wrData:
@@ -929,7 +933,10 @@ const closeWait = 5 * time.Second
 
 // Close sends the peer a DISCONNECT, waits for it to complete, and frees
 // the connection. Blocked Reads and Writes return net.ErrClosed. Close is
-// idempotent.
+// idempotent. Where the peer shut the connection down first (Read
+// returned io.EOF after its DISCONNECT), Close sends none and waits
+// instead, at most 5 seconds, for the peer to disconnect, so that what
+// the peer still sends in its shutdown is acknowledged.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
@@ -950,11 +957,36 @@ func (c *Conn) close() error {
 		c.kaTimer.Stop()
 	}
 	if c.cancelCM != nil {
+		c.lingerForPeer()
 		c.id.Disconnect() // QP to ERR, DREQ; refused when already gone
 		c.cancelCM()      // also ends a wait on the completion channel
 	}
 	c.waiters.Wait()
 	return c.free()
+}
+
+// lingerForPeer keeps the QP up, at most closeWait, after the peer's
+// DISCONNECT message, until the CM reports the peer gone, when this side
+// sent no DISCONNECT of its own. A librdmacm peer's rshutdown posts its
+// DISCONNECT and then, while it waits for its sends to complete, may post
+// credit updates: a QP moved to the error state or destroyed acknowledges
+// none of them, and rxe retries a send forever where retry_count is 7,
+// which librdmacm's rconnect sets (an rstream client that ended its test
+// hung so, in its rshutdown). The peer destroys its ID once its sends are
+// done, and the CM's DISCONNECTED follows.
+func (c *Conn) lingerForPeer() {
+	c.mu.Lock()
+	wait := c.peerDisc && !c.discPosted
+	c.mu.Unlock()
+	if !wait {
+		return
+	}
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-c.cmGone:
+	case <-t.C:
+	}
 }
 
 // sendDisconnect sends the peer a DISCONNECT message and waits, at most

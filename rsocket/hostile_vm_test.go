@@ -242,3 +242,62 @@ func TestListenerClosedVM(t *testing.T) {
 		t.Errorf("blocked Accept after Close = %v, want net.ErrClosed", err)
 	}
 }
+
+// TestPeerSendsAfterDisconnectVM: a librdmacm peer's rshutdown may post
+// credit updates after its DISCONNECT, while it waits for its sends to
+// complete. Close, answering the DISCONNECT, keeps the QP up until the
+// CM reports the peer gone, so those sends are acknowledged: here the
+// peer's zero-length RDMA WRITE, posted once Close is under way, must
+// complete successfully (a QP moved to the error state acknowledges
+// nothing, and rxe retries such a send forever where retry_count is 7).
+func TestPeerSendsAfterDisconnectVM(t *testing.T) {
+	requireVM(t)
+	client, server := pair(t, ListenConfig{}, fromB)
+	rawImm(t, server, mkImm(opCtrl, ctrlDisconn))
+	var b [1]byte
+	if _, err := client.Read(b[:]); err != io.EOF {
+		t.Fatalf("Read after the peer's DISCONNECT = %v, want EOF", err)
+	}
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- client.Close() }()
+	time.Sleep(200 * time.Millisecond) // Close is lingering by now
+
+	server.mu.Lock()
+	server.sendWR[0] = uverbs.SendWR{ID: wrKeep, Opcode: uverbs.WRRDMAWrite}
+	err := server.qp.PostSend(server.sendWR[:])
+	server.ctrlAvail--
+	server.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); server.kaAcked.Load() == 0; {
+		if _, err := server.pollOnce(); err != nil {
+			t.Fatal(err)
+		}
+		server.mu.Lock()
+		err := server.err
+		server.mu.Unlock()
+		if err != nil {
+			t.Fatalf("the peer's send after its DISCONNECT failed: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's send after its DISCONNECT did not complete")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) before the peer disconnected", err)
+	default:
+	}
+	if err := server.Close(); err != nil {
+		t.Errorf("peer's Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d >= closeWait {
+		t.Errorf("Close took %v: it waited out closeWait, not for the peer", d)
+	}
+}
