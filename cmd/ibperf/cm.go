@@ -38,6 +38,9 @@ const (
 	cmControlSlot = 64
 	// udQPNMessage is the 4-byte SEND that carries a UD client's QPN.
 	udQPNMessage = 4
+	// cmLinger bounds how long the test connections stay up after the
+	// test, for the peer to disconnect first (closeCM).
+	cmLinger = 100 * time.Millisecond
 )
 
 // cmControl is the rdma_cm control connection: perftest's comm->rdma_ctx.
@@ -661,6 +664,22 @@ func (p *perf) closeCM() {
 	}
 	p.qps = nil // the IDs' QPs: destroyed with them
 	if p.cfg.conn != connUD {
+		// The peer's last work requests may still wait for this side's
+		// acknowledgement: a write_lat peer's last RDMA WRITE is in this
+		// side's memory, which ended the test here, before this side's
+		// device acknowledged it. Disconnect moves the QP to the error
+		// state, after which rxe acknowledges nothing, and rxe retries
+		// forever where retry_count is 7 (the CM's default): perftest's
+		// server then polls for that completion without end. So the QPs
+		// stay up until the peer disconnects, which it does once its own
+		// test is over, or for cmLinger.
+		gone := make([]bool, len(t.ids))
+		lctx, lcancel := context.WithTimeout(context.Background(), cmLinger)
+		for i, id := range t.ids {
+			_, err := id.WaitFor(lctx, rdmacm.EventDisconnected)
+			gone[i] = err == nil
+		}
+		lcancel()
 		for _, id := range t.ids {
 			id.Disconnect()
 		}
@@ -670,8 +689,10 @@ func (p *perf) closeCM() {
 		// perftest client, which waits for DISCONNECTED without a time
 		// limit, would never see one if that first DREQ were lost.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		for _, id := range t.ids {
-			id.WaitFor(ctx, rdmacm.EventDisconnected)
+		for i, id := range t.ids {
+			if !gone[i] {
+				id.WaitFor(ctx, rdmacm.EventDisconnected)
+			}
 		}
 		cancel()
 	}
