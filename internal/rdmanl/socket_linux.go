@@ -129,8 +129,15 @@ func (s *netlinkSocket) recv(ctx context.Context, b []byte) (int, error) {
 	if err := s.f.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
-	stop := context.AfterFunc(ctx, func() { s.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// The deadline in the past must not outlive recv: the next recv would
+	// take it for its own context's (see stop's wait).
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { defer close(fired); s.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+	}()
 	for {
 		var n int
 		var from unix.Sockaddr
