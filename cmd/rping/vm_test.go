@@ -103,10 +103,15 @@ func pair(t *testing.T, server, client side, cross bool, args ...string) (srv, c
 	return srv, cli
 }
 
-// normalize drops the line rping's cm thread prints, or not, as the
-// process exits: the client's report of the disconnect it asked for.
+// normalize drops the lines rping's cm thread prints, or not, as the
+// process exits: the client's report of the disconnect it asked for, and
+// the known race of rdma-core 44's rping (below), which can print its
+// error and still exit 0 when the main thread's exit wins (seen in the
+// reference C pair on 6.12/write, 2026-11-27, which then failed all three
+// pairs against it).
 func normalize(s string) string {
-	return strings.ReplaceAll(s, "client DISCONNECT EVENT...\n", "")
+	s = strings.ReplaceAll(s, "client DISCONNECT EVENT...\n", "")
+	return strings.ReplaceAll(s, "rdma_get_cm_event: Bad file descriptor\n", "")
 }
 
 // expectedPings is what a -v client (and, with prefix "server ", server)
