@@ -30,9 +30,10 @@
 // Conn implements net.Conn: deadlines (os.ErrDeadlineExceeded; a
 // connection stays usable after a read deadline), Close from any
 // goroutine unblocking Read and Write, CloseWrite (the protocol's
-// shutdown: the peer reads EOF and may keep sending). There is no
-// goroutine per connection: a Read or Write that cannot go on polls the
-// connection's CQ itself, as librdmacm's callers do: 10 µs back to back,
+// shutdown: the peer reads EOF and may keep sending). No goroutine
+// processes completions (one per connection only waits for the CM's
+// disconnect): a Read or Write that cannot go on polls the connection's
+// CQ itself, as librdmacm's callers do: 10 µs back to back,
 // then yielding the CPU between polls up to Config.PollTime (200 µs;
 // 10 µs while data moves in messages of 16 KiB or more). Then one of
 // them at a time arms the CQ and sleeps on the completion channel,
