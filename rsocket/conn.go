@@ -162,7 +162,6 @@ type Conn struct {
 	rseqComp   uint32
 	wrShut     bool  // CloseWrite done
 	peerGone   bool  // DISCONNECT or CM disconnect from the peer
-	peerDisc   bool  // the peer's DISCONNECT message came
 	err        error // fatal error
 	closed     bool
 	discPosted bool
@@ -625,7 +624,6 @@ func (c *Conn) process(wcs []uverbs.WC) {
 				rd = true
 			case rxDisconnect:
 				c.peerGone = true
-				c.peerDisc = true
 				rd, wr = true, true
 			}
 		case wrData:
@@ -973,10 +971,11 @@ func (c *Conn) close() error {
 // none of them, and rxe retries a send forever where retry_count is 7,
 // which librdmacm's rconnect sets (an rstream client that ended its test
 // hung so, in its rshutdown). The peer destroys its ID once its sends are
-// done, and the CM's DISCONNECTED follows.
+// done, and the CM's DISCONNECTED follows. (Where the CM reported the
+// peer gone first, cmGone is already closed.)
 func (c *Conn) lingerForPeer() {
 	c.mu.Lock()
-	wait := c.peerDisc && !c.discPosted
+	wait := c.peerGone && !c.discPosted
 	c.mu.Unlock()
 	if !wait {
 		return

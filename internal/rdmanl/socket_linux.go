@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/afterctx"
 )
 
 // replyTimeout bounds every wait for the kernel when the caller's context
@@ -129,15 +131,7 @@ func (s *netlinkSocket) recv(ctx context.Context, b []byte) (int, error) {
 	if err := s.f.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
-	// The deadline in the past must not outlive recv: the next recv would
-	// take it for its own context's (see stop's wait).
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { defer close(fired); s.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer func() {
-		if !stop() {
-			<-fired
-		}
-	}()
+	defer afterctx.Func(ctx, func() { s.f.SetReadDeadline(time.Unix(1, 0)) })()
 	for {
 		var n int
 		var from unix.Sockaddr

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/afterctx"
 )
 
 // Conn is a socket on the kernel's device events. Read is for one
@@ -64,7 +66,7 @@ func (c *Conn) Read(ctx context.Context) (Event, error) {
 	} else {
 		c.f.SetReadDeadline(time.Time{})
 	}
-	defer afterCtx(ctx, func() { c.f.SetReadDeadline(time.Unix(1, 0)) })()
+	defer afterctx.Func(ctx, func() { c.f.SetReadDeadline(time.Unix(1, 0)) })()
 	for {
 		var n int
 		var from unix.Sockaddr
@@ -105,28 +107,5 @@ func (c *Conn) Read(ctx context.Context) (Event, error) {
 			continue
 		}
 		return e, nil
-	}
-}
-
-// afterCtxDelay delays afterCtx's callbacks, for a test.
-var afterCtxDelay time.Duration
-
-// afterCtx runs f once ctx ends, like context.AfterFunc, and returns a
-// stop that also waits for an f already started: f (a read deadline in the
-// past) must not land on the next Read's deadline, which that Read would
-// take for its own context's and wait for the context to end, past Close.
-func afterCtx(ctx context.Context, f func()) (stop func()) {
-	fired := make(chan struct{})
-	s := context.AfterFunc(ctx, func() {
-		defer close(fired)
-		if d := afterCtxDelay; d > 0 {
-			time.Sleep(d) // a test's: the callback late, as on a loaded host
-		}
-		f()
-	})
-	return func() {
-		if !s() {
-			<-fired
-		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/afterctx"
 )
 
 // TestReadAfterExpiredRead: a Read whose context expired leaves nothing
@@ -15,8 +17,8 @@ import (
 // its own context's and waited for the context, past Close.)
 func TestReadAfterExpiredRead(t *testing.T) {
 	// The callback runs late, as it did on a loaded host.
-	afterCtxDelay = 20 * time.Millisecond
-	defer func() { afterCtxDelay = 0 }()
+	afterctx.Delay = 20 * time.Millisecond
+	defer func() { afterctx.Delay = 0 }()
 	for i := 0; i < 20; i++ {
 		c, err := Open()
 		if err != nil {
