@@ -541,3 +541,86 @@ func BenchmarkPoll(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQPSetup times the control path of one RC QP on rxe, phase by
+// phase (the timer runs only around the phase named): create (CREATE_QP
+// and mapping its queues), connect (Connect: INIT, RTR, RTS) and destroy
+// (DESTROY_QP and unmapping). allocs/op is the Go heap's share of each;
+// the goal is few and fixed, none of them proportional to the work
+// already done.
+//
+//	go test -exec "$PWD/bin/vmexec -kernel 6.12" -run '^$' -bench QPSetup -benchtime=200x ./uverbs/
+func BenchmarkQPSetup(b *testing.B) {
+	for _, tr := range []struct {
+		name string
+		t    Transport
+	}{{"ioctl", TransportIoctl}, {"write", TransportWrite}} {
+		for _, phase := range []string{"create", "connect", "destroy"} {
+			b.Run(tr.name+"/"+phase, func(b *testing.B) {
+				vmenv.RequireRXE(b)
+				c, err := Open(vmenv.RXE0, WithTransport(tr.t))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				pd, err := c.AllocPD()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer pd.Close()
+				cq, err := c.CreateCQ(256, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cq.Close()
+				gid, err := c.RecommendedGID(1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The peer: one QP every measured QP connects to (rxe
+				// checks nothing of the remote end at RTR).
+				attr := QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
+					Cap: QPCap{MaxSendWr: 64, MaxRecvWr: 64, MaxSendSGE: 1, MaxRecvSGE: 1}}
+				peer, err := pd.CreateQP(attr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer peer.Close()
+				conn := ConnectAttr{SGIDIndex: gid.Index, MTU: MTU1024, Access: AccessLocalWrite | AccessRemoteWrite,
+					Remote: Endpoint{QPN: peer.QPN(), GID: gid.GID}}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if phase != "create" {
+						b.StopTimer()
+					}
+					qp, err := pd.CreateQP(attr)
+					if err != nil {
+						b.Fatal(err)
+					}
+					switch phase {
+					case "create":
+						b.StopTimer()
+					case "connect":
+						b.StartTimer()
+					}
+					if err := qp.Connect(conn); err != nil {
+						b.Fatal(err)
+					}
+					switch phase {
+					case "connect":
+						b.StopTimer()
+					case "destroy":
+						b.StartTimer()
+					}
+					if err := qp.Close(); err != nil {
+						b.Fatal(err)
+					}
+					if phase != "destroy" {
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}

@@ -27,6 +27,7 @@ func (c *Context) writeDriver(verb string, cmd uint32, req, drvIn, resp, drvOut 
 // only the handle where the kernel lacks the method.
 func (c *Context) destroyHandle(verb string, op transport.Op, object, method, attr uint16, cmd uint32, handle uint32) error {
 	q := transport.NewIoctl(object, method)
+	defer q.Free()
 	q.Handle(attr, handle)
 	return c.conn.IoctlOrWrite(verb, op, q, func() error {
 		req := handle // struct ib_uverbs_{dealloc_pd,dereg_mr,dealloc_mw,destroy_ah}: one u32

@@ -262,6 +262,7 @@ func (c *Context) getContext() error {
 	var numCV uint32
 	var core uint64
 	q := transport.NewIoctl(abi.ObjectDevice, abi.MethodGetContext)
+	defer q.Free()
 	iNum := q.Out(abi.AttrGetContextNumCompVectors, asBytes(&numCV))
 	iCore := q.Out(abi.AttrGetContextCoreSupport, asBytes(&core))
 	if len(drvIn) > 0 {
@@ -310,6 +311,7 @@ func (c *Context) getContext() error {
 // does not.
 func (c *Context) allocAsyncFD() error {
 	q := transport.NewIoctl(abi.ObjectAsyncEvent, abi.MethodAsyncEventAlloc)
+	defer q.Free()
 	i := q.NewFD(abi.AttrAsyncEventAllocFDHandle)
 	if err := c.conn.Ioctl("alloc_async_fd", q); err != nil {
 		return err

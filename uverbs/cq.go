@@ -257,6 +257,7 @@ func (c *Context) createCQ(id uint64, cqe int, o CQOptions, pcq provider.CQ) (ha
 	drvIn, drvOut := pcq.CreateData()
 	var respCQE uint32
 	q := transport.NewIoctl(abi.ObjectCQ, abi.MethodCQCreate)
+	defer q.Free()
 	iHandle := q.NewHandle(abi.AttrCreateCQHandle)
 	q.Out(abi.AttrCreateCQRespCQE, asBytes(&respCQE))
 	q.U32(abi.AttrCreateCQCQE, uint32(cqe))
@@ -478,6 +479,7 @@ func (cq *CQ) use() error {
 func destroyCQ(c *Context, handle uint32) (abi.DestroyCQResp, error) {
 	var resp abi.DestroyCQResp
 	q := transport.NewIoctl(abi.ObjectCQ, abi.MethodCQDestroy)
+	defer q.Free()
 	q.Out(abi.AttrDestroyCQResp, asBytes(&resp))
 	q.Handle(abi.AttrDestroyCQHandle, handle)
 	err := c.conn.IoctlOrWrite("destroy_cq", transport.OpDestroyCQ, q, func() error {

@@ -36,6 +36,7 @@ func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 	var e abi.GIDEntry
 	var out GIDEntry
 	q := transport.NewIoctl(abi.ObjectDevice, abi.MethodQueryGIDEntry)
+	defer q.Free()
 	q.Const(abi.AttrQueryGIDEntryPort, uint64(port))
 	q.Const(abi.AttrQueryGIDEntryGIDIndex, uint64(index))
 	q.U32(abi.AttrQueryGIDEntryFlags, 0)
@@ -86,6 +87,7 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	ents := make([]abi.GIDEntry, max)
 	var n uint64
 	q := transport.NewIoctl(abi.ObjectDevice, abi.MethodQueryGIDTable)
+	defer q.Free()
 	q.Const(abi.AttrQueryGIDTableEntrySize, uint64(entSize))
 	q.U32(abi.AttrQueryGIDTableFlags, 0)
 	q.Out(abi.AttrQueryGIDTableRespEntries, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ents))), max*entSize))

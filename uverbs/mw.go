@@ -218,6 +218,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 	c := pd.ctx
 	var lkey, rkey uint32
 	q := transport.NewIoctl(abi.ObjectMR, abi.MethodRegDmabufMR)
+	defer q.Free()
 	iHandle := q.NewHandle(abi.AttrRegDmabufMRHandle)
 	q.Handle(abi.AttrRegDmabufMRPDHandle, pd.handle)
 	q.U64(abi.AttrRegDmabufMROffset, offset)

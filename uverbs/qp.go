@@ -239,6 +239,7 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	var qpn uint32
 	// Attributes in rdma-core's order, so the bytes match libibverbs'.
 	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
+	defer q.Free()
 	// An XRC receive QP names its domain instead of a PD and CQs (the
 	// kernel refuses those with it); the write form carries the domain in
 	// pd_handle.
@@ -365,6 +366,7 @@ func (qp *QP) use() error {
 func destroyQP(c *Context, handle uint32) error {
 	var resp abi.DestroyQPResp
 	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPDestroy)
+	defer q.Free()
 	q.Out(abi.AttrDestroyQPResp, asBytes(&resp))
 	q.Handle(abi.AttrDestroyQPHandle, handle)
 	return c.conn.IoctlOrWrite("destroy_qp", transport.OpDestroyQP, q, func() error {

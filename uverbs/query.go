@@ -170,6 +170,7 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	}
 	var resp abi.QueryPortRespEx
 	q := transport.NewIoctl(abi.ObjectDevice, abi.MethodQueryPort)
+	defer q.Free()
 	q.Const(abi.AttrQueryPortPortNum, uint64(port))
 	q.Out(abi.AttrQueryPortResp, asBytes(&resp))
 	err := c.conn.IoctlOrWrite("query_port", transport.OpQueryPort, q, func() error {

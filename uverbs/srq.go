@@ -100,6 +100,7 @@ func (pd *PD) createSRQ(verb string, attr SRQAttr, xrcd *XRCD, cq *CQ) (*SRQ, er
 	drvIn, drvOut := ps.CreateData()
 	var respMaxWr, respMaxSGE, respSRQN uint32
 	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQCreate)
+	defer q.Free()
 	iHandle := q.NewHandle(abi.AttrCreateSRQHandle)
 	q.Handle(abi.AttrCreateSRQPDHandle, pd.handle)
 	if xrcd != nil {
@@ -265,6 +266,7 @@ func (s *SRQ) use() error {
 func destroySRQ(c *Context, handle uint32) error {
 	var resp abi.DestroySRQResp
 	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQDestroy)
+	defer q.Free()
 	q.Out(abi.AttrDestroySRQResp, asBytes(&resp))
 	q.Handle(abi.AttrDestroySRQHandle, handle)
 	return c.conn.IoctlOrWrite("destroy_srq", transport.OpDestroySRQ, q, func() error {

@@ -119,6 +119,7 @@ func (x *XRCD) use(verb string, c *Context) error {
 
 func closeXRCD(c *Context, handle uint32) error {
 	q := transport.NewIoctl(abi.ObjectXRCD, abi.MethodXRCDDestroy)
+	defer q.Free()
 	q.Handle(abi.AttrDestroyXRCDHandle, handle)
 	return c.conn.IoctlOrWrite("close_xrcd", transport.OpDestroyXRCD, q, func() error {
 		req := abi.CloseXRCD{XRCDHandle: handle}

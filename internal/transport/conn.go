@@ -207,12 +207,10 @@ func (c *Conn) Write(verb string, w *Write) error {
 	if c.mode != WriteOnly && c.hasInvokeWrite() {
 		// Commands on the data path's edge (arming a CQ) run often: the
 		// request is reused, not allocated per command.
-		q := ioctlPool.Get().(*Ioctl)
-		*q = Ioctl{Object: abi.ObjectDevice, Method: abi.MethodInvokeWrite}
+		q := NewIoctl(abi.ObjectDevice, abi.MethodInvokeWrite)
 		w.fillInvokeWrite(q)
 		err := c.doIoctl(verb, "invoke_write", q)
-		clear(q.bufs[:]) // keep no caller's buffers reachable; the next Get resets the rest
-		ioctlPool.Put(q)
+		q.Free()
 		return err
 	}
 	if c.mode == IoctlOnly {
@@ -232,6 +230,7 @@ func (c *Conn) hasInvokeWrite() bool {
 		return false
 	}
 	q := NewIoctl(abi.ObjectDevice, abi.MethodInvokeWrite)
+	defer q.Free()
 	q.Const(abi.AttrWriteCmd, abi.CmdQueryDevice)
 	err := c.doIoctl("probe_invoke_write", "ioctl", q)
 	ok := errors.Is(err, unix.ENOSPC)
@@ -246,7 +245,6 @@ func (c *Conn) hasInvokeWrite() bool {
 // framePool holds the write() buffers of commands that fit in 256 bytes.
 var framePool = sync.Pool{New: func() any { return new([256]byte) }}
 
-var ioctlPool = sync.Pool{New: func() any { return new(Ioctl) }}
 
 func (c *Conn) rawWrite(verb string, w *Write) error {
 	room := framePool.Get().(*[256]byte)

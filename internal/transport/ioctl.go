@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -59,9 +60,31 @@ type wire struct {
 	attrs [MaxAttrs]abi.Attr
 }
 
-// NewIoctl starts a request for a method of an object.
+// NewIoctl starts a request for a method of an object. Requests are
+// reused: once the caller has read what it needs of the answer (Data,
+// Valid, its output buffers), Free hands q back, and q must not be used
+// after that. A request never freed is only garbage.
 func NewIoctl(object, method uint16) *Ioctl {
-	return &Ioctl{Object: object, Method: method}
+	q := ioctlPool.Get().(*Ioctl)
+	q.Object, q.Method = object, method
+	return q
+}
+
+// ioctlPool holds freed requests, every field but the used attributes'
+// (which add overwrites) reset. A request is about 900 bytes with pointers:
+// allocating one per command was most of the Go heap's share of creating,
+// moving and destroying a QP.
+var ioctlPool = sync.Pool{New: func() any { return new(Ioctl) }}
+
+// Free hands q back for reuse. It drops q's references to the caller's
+// buffers, so that a pooled request keeps nothing reachable.
+func (q *Ioctl) Free() {
+	if q == nil {
+		return
+	}
+	clear(q.bufs[:q.n])
+	q.n, q.err, q.invokeWrite, q.writeCmd = 0, nil, false, 0
+	ioctlPool.Put(q)
 }
 
 func (q *Ioctl) add(id uint16, length int, kind attrKind, data uint64, buf []byte) int {

@@ -322,3 +322,48 @@ type nopKernel struct{}
 
 func (nopKernel) Ioctl(int, *Ioctl, abi.DriverID) error { return nil }
 func (nopKernel) Write(int, []byte, []byte) error       { return nil }
+
+// TestIoctlReuse: a freed request comes back empty (no attributes, no
+// error, no INVOKE_WRITE marking, none of the last caller's buffers), and
+// taking and freeing one allocates nothing.
+func TestIoctlReuse(t *testing.T) {
+	buf := make([]byte, 16)
+	q := NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
+	for range MaxAttrs + 1 { // one too many: q.Err is set
+		q.Out(0x10, buf)
+	}
+	q.invokeWrite, q.writeCmd = true, 7
+	if q.Err() == nil {
+		t.Fatal("more than MaxAttrs attributes: no error")
+	}
+	q.Free()
+	for range 10 {
+		r := NewIoctl(abi.ObjectCQ, abi.MethodCQDestroy)
+		if r.Object != abi.ObjectCQ || r.Method != abi.MethodCQDestroy || r.NumAttrs() != 0 || r.Err() != nil || r.invokeWrite || r.writeCmd != 0 {
+			t.Fatalf("reused request: object %d method %d, %d attributes, err %v, invokeWrite %v/%d",
+				r.Object, r.Method, r.NumAttrs(), r.Err(), r.invokeWrite, r.writeCmd)
+		}
+		for i, b := range r.bufs {
+			if b != nil {
+				t.Fatalf("reused request still holds buffer %d", i)
+			}
+		}
+		r.Handle(0x1, 3)
+		if h := r.header(abi.DriverRXE); h.NumAttrs != 1 || int(h.Length) != hdrSize+attrSize {
+			t.Fatalf("header of a one-attribute request: %+v", h)
+		}
+		r.Free()
+	}
+	var nilQ *Ioctl
+	nilQ.Free() // no panic
+	if raceOn {
+		return
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		r := NewIoctl(abi.ObjectQP, abi.MethodQPDestroy)
+		r.Handle(0x1, 1)
+		r.Free()
+	}); n != 0 {
+		t.Errorf("NewIoctl + Free: %v allocations, want 0", n)
+	}
+}

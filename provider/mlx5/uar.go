@@ -90,6 +90,7 @@ func (f fileOps) allocUAR(typ uint32) (dynUAR, error) {
 	var off uint64
 	var length, pageID uint32
 	q := transport.NewIoctl(abi.MLX5ObjectUAR, abi.MLX5MethodUARObjAlloc)
+	defer q.Free()
 	h := q.NewHandle(abi.MLX5AttrUARAllocHandle)
 	q.Const(abi.MLX5AttrUARAllocType, uint64(typ))
 	q.Out(abi.MLX5AttrUARAllocMmapOff, unsafe.Slice((*byte)(unsafe.Pointer(&off)), 8))
@@ -103,6 +104,7 @@ func (f fileOps) allocUAR(typ uint32) (dynUAR, error) {
 
 func (f fileOps) destroyUAR(handle uint32) error {
 	q := transport.NewIoctl(abi.MLX5ObjectUAR, abi.MLX5MethodUARObjDestroy)
+	defer q.Free()
 	q.Handle(abi.MLX5AttrUARDestroyHandle, handle)
 	return f.conn.Ioctl("mlx5 uar_obj_destroy", q)
 }
