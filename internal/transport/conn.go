@@ -245,7 +245,6 @@ func (c *Conn) hasInvokeWrite() bool {
 // framePool holds the write() buffers of commands that fit in 256 bytes.
 var framePool = sync.Pool{New: func() any { return new([256]byte) }}
 
-
 func (c *Conn) rawWrite(verb string, w *Write) error {
 	room := framePool.Get().(*[256]byte)
 	defer framePool.Put(room)
