@@ -3,10 +3,12 @@ package vmproc
 import (
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestListeningAndFreePort(t *testing.T) {
@@ -49,6 +51,18 @@ func TestKernelStacks(t *testing.T) {
 		cmd.Wait()
 	}()
 	pid := cmd.Process.Pid
+	// Start returns once the child exists, which can be before it has
+	// exec'd sleep: until then its command is still this test's (seen
+	// under TCG, where the exec takes a while).
+	comm := "/proc/" + strconv.Itoa(pid) + "/comm"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(comm); err == nil && strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the child never became sleep", comm)
+		}
+	}
 	got := KernelStacks(pid)
 	if want := "\n" + strconv.Itoa(pid) + " (sleep):\n"; !strings.Contains(got, want) {
 		t.Errorf("KernelStacks(%d) = %q, want it to hold %q", pid, got, want)
