@@ -557,68 +557,36 @@ func BenchmarkQPSetup(b *testing.B) {
 	}{{"ioctl", TransportIoctl}, {"write", TransportWrite}} {
 		for _, phase := range []string{"create", "connect", "destroy"} {
 			b.Run(tr.name+"/"+phase, func(b *testing.B) {
-				vmenv.RequireRXE(b)
-				c, err := Open(vmenv.RXE0, WithTransport(tr.t))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				pd, err := c.AllocPD()
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer pd.Close()
-				cq, err := c.CreateCQ(256, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer cq.Close()
-				gid, err := c.RecommendedGID(1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				// The peer: one QP every measured QP connects to (rxe
-				// checks nothing of the remote end at RTR).
-				attr := QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
+				f := newQPFixture(b, tr.t)
+				// The peer every measured QP connects to (rxe checks
+				// nothing of the remote end at RTR).
+				peer := f.qp(b, QPTypeRC)
+				attr := QPInitAttr{Type: QPTypeRC, SendCQ: f.cq, RecvCQ: f.cq,
 					Cap: QPCap{MaxSendWr: 64, MaxRecvWr: 64, MaxSendSGE: 1, MaxRecvSGE: 1}}
-				peer, err := pd.CreateQP(attr)
-				if err != nil {
-					b.Fatal(err)
+				conn := ConnectAttr{SGIDIndex: f.gid.Index, MTU: MTU1024, Access: AccessLocalWrite | AccessRemoteWrite,
+					Remote: Endpoint{QPN: peer.QPN(), GID: f.gid.GID}}
+				// Every phase runs each round; the timer runs only around
+				// the one measured.
+				step := func(name string, f func() error) {
+					if name == phase {
+						b.StartTimer()
+					}
+					err := f()
+					if name == phase {
+						b.StopTimer()
+					}
+					if err != nil {
+						b.Fatalf("%s: %v", name, err)
+					}
 				}
-				defer peer.Close()
-				conn := ConnectAttr{SGIDIndex: gid.Index, MTU: MTU1024, Access: AccessLocalWrite | AccessRemoteWrite,
-					Remote: Endpoint{QPN: peer.QPN(), GID: gid.GID}}
 				b.ReportAllocs()
 				b.ResetTimer()
+				b.StopTimer()
 				for range b.N {
-					if phase != "create" {
-						b.StopTimer()
-					}
-					qp, err := pd.CreateQP(attr)
-					if err != nil {
-						b.Fatal(err)
-					}
-					switch phase {
-					case "create":
-						b.StopTimer()
-					case "connect":
-						b.StartTimer()
-					}
-					if err := qp.Connect(conn); err != nil {
-						b.Fatal(err)
-					}
-					switch phase {
-					case "connect":
-						b.StopTimer()
-					case "destroy":
-						b.StartTimer()
-					}
-					if err := qp.Close(); err != nil {
-						b.Fatal(err)
-					}
-					if phase != "destroy" {
-						b.StartTimer()
-					}
+					var qp *QP
+					step("create", func() (err error) { qp, err = f.pd.CreateQP(attr); return err })
+					step("connect", func() error { return qp.Connect(conn) })
+					step("destroy", qp.Close)
 				}
 			})
 		}

@@ -15,7 +15,7 @@ type qpFixture struct {
 	gid GIDEntry
 }
 
-func newQPFixture(t *testing.T, tr Transport) *qpFixture {
+func newQPFixture(t testing.TB, tr Transport) *qpFixture {
 	t.Helper()
 	c := openRXE(t, tr)
 	pd, err := c.AllocPD()
@@ -37,7 +37,7 @@ func newQPFixture(t *testing.T, tr Transport) *qpFixture {
 	return &qpFixture{c, pd, cq, gid}
 }
 
-func (f *qpFixture) qp(t *testing.T, typ QPType) *QP {
+func (f *qpFixture) qp(t testing.TB, typ QPType) *QP {
 	t.Helper()
 	qp, err := f.pd.CreateQP(QPInitAttr{Type: typ, SendCQ: f.cq, RecvCQ: f.cq,
 		Cap: QPCap{MaxSendWr: 16, MaxRecvWr: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})

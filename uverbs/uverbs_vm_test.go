@@ -16,7 +16,7 @@ import (
 // transports are the paths every VM test runs each verb through.
 var transports = []Transport{TransportIoctl, TransportWrite, TransportAuto}
 
-func openRXE(t *testing.T, tr Transport) *Context {
+func openRXE(t testing.TB, tr Transport) *Context {
 	t.Helper()
 	name := vmenv.RequireRXE(t)
 	c, err := Open(name, WithTransport(tr))
