@@ -74,6 +74,14 @@ type QPInitAttr struct {
 	Cap    QPCap
 	// SignalAll makes every send work request produce a completion.
 	SignalAll bool
+	// SingleThreaded promises that PostSend is called from one goroutine
+	// at a time (PostRecv likewise), as libmlx5's MLX5_SINGLE_THREADED
+	// and thread domains do: the mlx5 provider then takes its send
+	// queue's lock without a locked instruction, which saves about 4 ns a
+	// post. Close and destroy stay safe from any goroutine; two posts at
+	// once corrupt the queue (the race detector reports them). Where the
+	// kernel lacks membarrier(2), or on rxe, the locks stay.
+	SingleThreaded bool
 }
 
 // QP is a queue pair.
@@ -192,7 +200,7 @@ func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
 	init := provider.QPInit{
 		Type: provider.QPType(attr.Type), MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr,
 		MaxSendSGE: attr.Cap.MaxSendSGE, MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
-		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll,
+		HasSRQ: attr.SRQ != nil, SQSigAll: attr.SignalAll, SingleThreaded: attr.SingleThreaded,
 	}
 	if attr.SendCQ != nil {
 		init.SendCQ = attr.SendCQ.prov

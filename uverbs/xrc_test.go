@@ -35,12 +35,14 @@ func (xrcTestProvider) NewContext(provider.Device) (provider.Context, error) {
 
 type xrcTestContext struct{}
 
-func (xrcTestContext) GetContextData() (in, out []byte)           { return nil, nil }
-func (xrcTestContext) Started(*transport.Conn) error              { return nil }
-func (xrcTestContext) FirmwareVersion(raw uint64) string          { return "" }
-func (xrcTestContext) Close() error                               { return nil }
-func (xrcTestContext) NewCQ(int) (provider.CQ, error)             { return xrcTestObj{}, nil }
-func (xrcTestContext) NewQP(provider.QPInit) (provider.QP, error) { return xrcTestQP{}, nil }
+func (xrcTestContext) GetContextData() (in, out []byte)  { return nil, nil }
+func (xrcTestContext) Started(*transport.Conn) error     { return nil }
+func (xrcTestContext) FirmwareVersion(raw uint64) string { return "" }
+func (xrcTestContext) Close() error                      { return nil }
+func (xrcTestContext) NewCQ(int) (provider.CQ, error)    { return &xrcTestCQ{}, nil }
+func (xrcTestContext) NewQP(init provider.QPInit) (provider.QP, error) {
+	return xrcTestQP{init: init}, nil
+}
 func (xrcTestContext) NewTypedSRQ(init provider.SRQInit) (provider.SRQ, error) {
 	if init.Type == abi.SRQTypeXRC && init.CQ == nil {
 		return nil, unix.EINVAL
@@ -58,7 +60,19 @@ func (xrcTestObj) Destroyed() error                           { return nil }
 func (xrcTestObj) ModifyData() []byte                         { return nil }
 func (xrcTestObj) Modified(*transport.Conn, bool) error       { return nil }
 
-type xrcTestQP struct{ xrcTestObj }
+// xrcTestCQ records whether uverbs asked it to be single-threaded.
+type xrcTestCQ struct {
+	xrcTestObj
+	solo bool
+}
+
+func (cq *xrcTestCQ) SetSingleThreaded() bool { cq.solo = true; return true }
+
+// xrcTestQP keeps what NewQP was given.
+type xrcTestQP struct {
+	xrcTestObj
+	init provider.QPInit
+}
 
 func (xrcTestQP) Created(*transport.Conn, uint32, uint32, provider.QPInit) error { return nil }
 
@@ -67,6 +81,26 @@ type xrcTestSRQ struct{ xrcTestObj }
 func (xrcTestSRQ) Created(*transport.Conn, uint32, uint32, uint32) error { return nil }
 
 func init() { provider.Register(xrcTestProvider{}) }
+
+// openRecording opens a context of the test provider on a
+// recordingKernel; the test's cleanup closes it.
+func openRecording(t *testing.T) (*Context, *recordingKernel) {
+	t.Helper()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &recordingKernel{asyncFD: efd}
+	tree := sysfstest.MustLoad("../sysfs/testdata/rxe-6.12.txtar")
+	dev := deviceInfo{name: "xrc0", charDev: "/dev/null", abiVersion: 1, driver: xrcTestDriver, ports: []int{1}, sys: sysfs.NewFS(tree)}
+	c, err := openDevice(dev, &options{transport: TransportWrite, kernel: k})
+	if err != nil {
+		unix.Close(efd)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, k
+}
 
 // recordingKernel answers write() commands as a kernel with XRC would,
 // with the handles libibverbs' golden run got (PD 2, CQ 5, XRCD 9), and
@@ -152,19 +186,7 @@ func goldenXSRQCoreRequest(t *testing.T) []byte {
 // what libibverbs sent for libmlx5's XRC SRQ (golden.json, recorded with
 // the same handles), the others against the kernel's structs.
 func TestXRCCommandEncoding(t *testing.T) {
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &recordingKernel{asyncFD: efd}
-	tree := sysfstest.MustLoad("../sysfs/testdata/rxe-6.12.txtar")
-	dev := deviceInfo{name: "xrc0", charDev: "/dev/null", abiVersion: 1, driver: xrcTestDriver, ports: []int{1}, sys: sysfs.NewFS(tree)}
-	c, err := openDevice(dev, &options{transport: TransportWrite, kernel: k})
-	if err != nil {
-		unix.Close(efd)
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, k := openRecording(t)
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,7 @@ var allCases = []benchCase{
 	{"ud", "post 1-SGE UD SEND + poll 1", 2_000_000},
 	{"list16", "post list of 16 RDMA WRITEs + poll 1", 500_000},
 	{"poll16", "poll 16 CQEs", 1_000_000},
+	{"write-solo", "write, single-threaded CQ and QP (C: MLX5_SINGLE_THREADED=1)", 2_000_000},
 }
 
 const harness = "provider/mlx5/testdata/libmlx5"

@@ -144,12 +144,25 @@ type QPInit struct {
 	MaxInlineData uint32
 	HasSRQ        bool
 	SQSigAll      bool
+	// SingleThreaded: the user posts to the QP from one goroutine at a
+	// time, so the provider may leave the data path's locks out (a
+	// provider that has none, or cannot, ignores it).
+	SingleThreaded bool
 	// The provider halves of the QP's CQs and SRQ (SRQ nil without one):
 	// mlx5 links its queues to them so that completions find their work
 	// requests.
 	SendCQ CQ
 	RecvCQ CQ
 	SRQ    SRQ
+}
+
+// SingleThreadedCQ is implemented by provider CQs that can leave their
+// data path's lock out when the user polls, arms and acknowledges events
+// from one goroutine at a time. SetSingleThreaded is called once, after
+// NewCQ and before the CQ is used or shared; it reports whether the lock
+// is gone.
+type SingleThreadedCQ interface {
+	SetSingleThreaded() bool
 }
 
 // QPContext is implemented by provider contexts that support queue pairs.

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/provider"
@@ -38,7 +39,7 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 	if solicitedOnly {
 		cmd = cqDBReqNotSol
 	}
-	arm := (cq.armSN&3)<<28 | cmd | cq.cons&cqConsumerIdxMask
+	arm := (atomic.LoadUint32(&cq.armSN)&3)<<28 | cmd | cq.cons&cqConsumerIdxMask
 	// The record, then the register, with libmlx5's barriers (the send
 	// doorbell's sequence: mmio_wc_start before the 64-bit store,
 	// mmio_flush_writes after): the HCA reads the record when the
@@ -52,8 +53,6 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 // Event records that a completion event of this CQ was read from its
 // channel (libmlx5's mlx5_cq_event, called by ibv_get_cq_event): the next
 // Arm carries the next sequence number.
-func (cq *CQ) Event() {
-	cq.mu.Lock()
-	cq.armSN++
-	cq.mu.Unlock()
-}
+// It takes no lock: the count is atomic, so that an event read on one
+// goroutine never waits for, or races, a poll on another.
+func (cq *CQ) Event() { atomic.AddUint32(&cq.armSN, 1) }

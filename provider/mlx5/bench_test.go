@@ -19,7 +19,7 @@ import (
 
 // BenchmarkPostPollRDMAWrite posts a signaled 1-SGE RDMA WRITE and polls
 // its completion: BenchmarkVsLibmlx5's write case.
-func BenchmarkPostPollRDMAWrite(b *testing.B) { benchWrite(b) }
+func BenchmarkPostPollRDMAWrite(b *testing.B) { benchWrite(b, loopOptions{}) }
 
 // hcaComplete writes the template CQE at consumer index i for WQE
 // counter ctr, as the HCA would: the body, then the word with the owner

@@ -30,8 +30,10 @@ import (
 //	ud        post a signaled 1-SGE UD SEND, poll its completion
 //	list16    post a list of 16 1-SGE RDMA WRITEs (the last signaled), poll one completion
 //	poll16    poll 16 completions (their WQEs posted with the clock stopped)
+//	write-solo  write on a single-threaded CQ and send queue (C: libmlx5 under MLX5_SINGLE_THREADED=1)
 func BenchmarkVsLibmlx5(b *testing.B) {
-	b.Run("write", benchWrite)
+	b.Run("write", func(b *testing.B) { benchWrite(b, loopOptions{}) })
+	b.Run("write-solo", func(b *testing.B) { benchWrite(b, loopOptions{solo: true}) })
 	b.Run("inline64", func(b *testing.B) {
 		p := newLoopPair(b, 4095, loopCaps, 4096)
 		benchPostPoll(b, p.a.qp, p.a.cq, []provider.SendWR{{ID: 7, Opcode: provider.WRSend,
@@ -58,8 +60,8 @@ func BenchmarkVsLibmlx5(b *testing.B) {
 	b.Run("poll16", benchPollPosted)
 }
 
-func benchWrite(b *testing.B) {
-	p := newLoopPair(b, 4095, loopCaps, 4096)
+func benchWrite(b *testing.B, o loopOptions) {
+	p := newLoopPair(b, 4095, loopCaps, 4096, o)
 	benchPostPoll(b, p.a.qp, p.a.cq, []provider.SendWR{{ID: 7, Opcode: provider.WRRDMAWrite,
 		Flags: provider.SendSignaled, SGL: []provider.SGE{p.a.sge(0, 64)}, RemoteAddr: p.b.addr(0), Rkey: p.b.key}},
 		reqOpRDMAWrite)

@@ -25,11 +25,24 @@ func (k revokingKernel) munmap(b []byte) error { return unix.Mprotect(b, unix.PR
 // lock-free send-completion path against the posting goroutines.
 func TestPostRacingClose(t *testing.T) {
 	for round := 0; round < 20; round++ {
-		postRacingClose(t)
+		postRacingClose(t, false)
 	}
 }
 
-func postRacingClose(t *testing.T) {
+// TestPostRacingCloseSolo is TestPostRacingClose with single-threaded
+// queues: each QP's send queue and the CQ take their locks without a
+// locked instruction (one goroutine posts to each, one arms the CQ), and
+// Close and the destroys must still wait for them.
+func TestPostRacingCloseSolo(t *testing.T) {
+	if err := soloBarrierReady(); err != nil {
+		t.Skipf("no solo locks here: %v", err)
+	}
+	for round := 0; round < 20; round++ {
+		postRacingClose(t, true)
+	}
+}
+
+func postRacingClose(t *testing.T, solo bool) {
 	c := newContext(4096)
 	c.preferBF, c.scatterToCQE = true, true
 	c.resp = testResp()
@@ -43,6 +56,9 @@ func postRacingClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	cq := pc.(*CQ)
+	if solo && !cq.SetSingleThreaded() {
+		t.Fatal("SetSingleThreaded refused")
+	}
 	if err := cq.Created(nil, 0x90, int(cq.ncqe)-1); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +66,10 @@ func postRacingClose(t *testing.T) {
 	const posters = 3
 	qps := make([]*QP, posters)
 	for i := range qps {
-		qps[i] = newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 16, MaxSendSGE: 1})
+		qps[i] = newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 16, MaxSendSGE: 1, SingleThreaded: solo})
+		if qps[i].sq.mu.isSolo() != solo {
+			t.Fatalf("send queue solo %v, want %v", qps[i].sq.mu.isSolo(), solo)
+		}
 	}
 	mem := make([]byte, 64)
 	sge := provider.SGE{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))), Length: 64, Lkey: 1}
@@ -113,5 +132,54 @@ func postRacingClose(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Errorf("racing Close: %v", err)
+	}
+}
+
+// TestPollRacingDestroySolo: a goroutine polls a single-threaded CQ
+// without pause while another creates and destroys QPs on it (each
+// attaching to and detaching from the CQ, which rewrites what Poll
+// reads) and then destroys the CQ, whose ring is unmapped: the poller
+// never reads a ring gone (that would fault) and ends with ErrClosed.
+func TestPollRacingDestroySolo(t *testing.T) {
+	if err := soloBarrierReady(); err != nil {
+		t.Skipf("no solo locks here: %v", err)
+	}
+	for round := range 20 {
+		c := loopContext(t)
+		cq, mcq := loopCQ(t, c, 64, 0x90)
+		if !cq.SetSingleThreaded() {
+			t.Fatal("SetSingleThreaded refused")
+		}
+		polling := make(chan struct{})
+		result := make(chan error, 1)
+		go func() {
+			wcs := make([]provider.WC, 4)
+			for i := 0; ; i++ {
+				_, err := cq.Poll(wcs)
+				if i == 100 {
+					close(polling)
+				}
+				if err != nil {
+					if errors.Is(err, provider.ErrClosed) && i >= 100 {
+						err = nil
+					}
+					result <- err
+					return
+				}
+			}
+		}()
+		<-polling
+		for i := range 8 {
+			q, _ := loopQP(t, c, cq, mcq, uint32(0x1100+round*16+i), loopCaps)
+			if err := q.Destroyed(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cq.Destroyed(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-result; err != nil {
+			t.Fatalf("round %d: poll: %v", round, err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ type CQ struct {
 	srqs map[uint32]recvCompleter
 
 	// Arming.
-	armSN uint32         // bumped by every completion event
+	armSN uint32         // bumped by every completion event (atomic)
 	armDB unsafe.Pointer // the UAR's CQ doorbell register (UAR page + 0x20)
 
 	closed bool
@@ -202,6 +202,12 @@ func (c *Context) NewCQ(cqe int) (provider.CQ, error) {
 	return cq, nil
 }
 
+// SetSingleThreaded implements provider.SingleThreadedCQ: Poll and Arm
+// then take the CQ's lock without a locked instruction (see spinLock),
+// as libmlx5's poll does under MLX5_SINGLE_THREADED. It fails only where
+// the kernel has no membarrier for the control side.
+func (cq *CQ) SetSingleThreaded() bool { return cq.mu.setSolo() }
+
 // CreateData implements provider.CQ.
 func (cq *CQ) CreateData() (in, out []byte) {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&cq.req)), unsafe.Sizeof(cq.req)),
@@ -212,8 +218,8 @@ func (cq *CQ) CreateData() (in, out []byte) {
 // The kernel rounds as libmlx5 does, so the capacity it grants is the
 // ring less one.
 func (cq *CQ) Created(_ *transport.Conn, _ uint32, cqe int) error {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	if cqe != int(cq.ncqe)-1 {
 		return fmt.Errorf("mlx5: create_cq: the kernel granted %d entries for a ring of %d", cqe, cq.ncqe)
 	}
@@ -224,8 +230,8 @@ func (cq *CQ) Created(_ *transport.Conn, _ uint32, cqe int) error {
 // Destroyed implements provider.CQ: the ring and the doorbell record go
 // back once the kernel no longer lets the HCA write them.
 func (cq *CQ) Destroyed() error {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	if cq.closed {
 		return nil
 	}
@@ -252,8 +258,8 @@ func (cq *CQ) ResizeTo(_ *transport.Conn, cqe int, send func(in, out []byte) (in
 	if err != nil {
 		return err
 	}
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	if cq.closed {
 		return provider.ErrClosed
 	}

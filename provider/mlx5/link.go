@@ -66,8 +66,8 @@ func (cq *CQ) attach(qpn uint32, s sendCompleter, r recvCompleter) error {
 	if qpn > maxQPN {
 		return &FieldError{Field: "qpn", Value: uint64(qpn), Reason: "beyond 24 bits"}
 	}
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	if cq.qps == nil {
 		cq.qps = make(map[uint32]*cqLink)
 	}
@@ -86,8 +86,8 @@ func (cq *CQ) attach(qpn uint32, s sendCompleter, r recvCompleter) error {
 // so that a later poll does not meet a QPN it no longer knows (SRQ WQEs
 // they consumed are given back through the SRQ's completeRecv).
 func (cq *CQ) detach(qpn uint32) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	l := cq.qps[qpn]
 	if l == nil {
 		return
@@ -107,8 +107,8 @@ func (cq *CQ) attachSRQ(n uint32, r recvCompleter) error {
 	if n > maxQPN {
 		return &FieldError{Field: "srqn", Value: uint64(n), Reason: "beyond 24 bits"}
 	}
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	if cq.srqs == nil {
 		cq.srqs = make(map[uint32]recvCompleter)
 	}
@@ -121,7 +121,7 @@ func (cq *CQ) attachSRQ(n uint32, r recvCompleter) error {
 
 // detachSRQ undoes attachSRQ.
 func (cq *CQ) detachSRQ(n uint32) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
 	delete(cq.srqs, n)
 }

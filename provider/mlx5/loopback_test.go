@@ -163,6 +163,7 @@ type loopPair struct {
 type loopOptions struct {
 	srq     bool
 	scatter bool
+	solo    bool // single-threaded CQs and send queues
 }
 
 func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int, opts ...loopOptions) *loopPair {
@@ -177,6 +178,17 @@ func newLoopPair(t testing.TB, cqe int, caps provider.QPInit, arena int, opts ..
 	p := &loopPair{c: c, hca: h}
 	cqA, mcqA := loopCQ(t, c, cqe, 0x80)
 	cqB, mcqB := loopCQ(t, c, cqe, 0x81)
+	if o.solo {
+		if err := soloBarrierReady(); err != nil {
+			t.Skipf("no single-threaded queues here: %v", err)
+		}
+		caps.SingleThreaded = true
+		for _, cq := range []*CQ{cqA, cqB} {
+			if !cq.SetSingleThreaded() {
+				t.Fatal("SetSingleThreaded refused")
+			}
+		}
+	}
 	qa, ma := loopQP(t, c, cqA, mcqA, 0x1100, caps)
 	var srq *SRQ
 	var msrq *hcamodel.SRQ
@@ -239,6 +251,25 @@ func TestLoopbackIntegrity(t *testing.T) {
 	}
 	if p.ma.InError() || p.mb.InError() {
 		t.Error("a QP went to the error state")
+	}
+}
+
+// TestLoopbackIntegritySolo is TestLoopbackIntegrity on single-threaded
+// CQs and send queues (each has one goroutine using it: a side's poster
+// and its poller run beside each other).
+func TestLoopbackIntegritySolo(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 40
+	}
+	p := newLoopPair(t, 15, loopCaps, 256<<10, loopOptions{solo: true})
+	if !p.a.qp.sq.mu.isSolo() || !p.b.qp.sq.mu.isSolo() || !p.a.cq.mu.isSolo() || !p.b.cq.mu.isSolo() {
+		t.Fatal("the pair's queues are not single-threaded")
+	}
+	e := newITEngine(t, 3, p.a, p.b)
+	e.run(rounds)
+	if p.ma.InError() || p.mb.InError() {
+		t.Fatal("a QP went to the error state")
 	}
 }
 

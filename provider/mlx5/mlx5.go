@@ -119,9 +119,9 @@ func (l *lifetime) addSQ(sq *sendQueue) {
 	l.sqMu.Lock()
 	defer l.sqMu.Unlock()
 	if l.closed.Load() {
-		sq.mu.Lock()
+		sq.mu.LockExcl()
 		sq.closed = true
-		sq.mu.Unlock()
+		sq.mu.UnlockExcl()
 		return
 	}
 	if l.sqs == nil {
@@ -146,9 +146,9 @@ func (l *lifetime) close() {
 	l.sqMu.Lock()
 	defer l.sqMu.Unlock()
 	for sq := range l.sqs {
-		sq.mu.Lock()
+		sq.mu.LockExcl()
 		sq.closed = true
-		sq.mu.Unlock()
+		sq.mu.UnlockExcl()
 	}
 }
 

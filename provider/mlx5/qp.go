@@ -213,6 +213,12 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 		return nil, err
 	}
 	q := &QP{ctx: c, typ: init.Type}
+	if init.SingleThreaded {
+		// The send queue's lock only: the receive queue's is also taken
+		// by the receive CQ's poller (completeRecv), which may be
+		// another goroutine.
+		q.sq.mu.setSolo()
+	}
 	if init.SendCQ != nil {
 		q.sendCQ, _ = init.SendCQ.(*CQ)
 	}
@@ -427,13 +433,13 @@ func (q *QP) Destroyed() error {
 		q.attached = false
 	}
 	q.ctx.life.removeSQ(&q.sq)
-	q.sq.mu.Lock()
+	q.sq.mu.LockExcl()
 	q.rq.mu.Lock()
 	q.sq.start, q.sq.end, q.sq.wqeCnt = nil, nil, 0
 	q.rq.start, q.rq.wqeCnt = nil, 0
 	err := q.release()
 	q.rq.mu.Unlock()
-	q.sq.mu.Unlock()
+	q.sq.mu.UnlockExcl()
 	return err
 }
 

@@ -1,0 +1,6 @@
+//go:build !race
+
+package mlx5
+
+// raceEnabled: built with -race.
+const raceEnabled = false
