@@ -53,6 +53,11 @@
 //     whole and in order, never interleaved with another goroutine's, and
 //     each completion goes to exactly one Poll. (TestLoadManyQPs runs four
 //     posters on one QP and two pollers on one CQ under -race.)
+//     A program that polls a CQ, or posts to a QP, from one goroutine at a
+//     time can say so (CQOptions.SingleThreaded, QPInitAttr.SingleThreaded):
+//     on mlx5 the queue's lock then costs no locked instruction, and Close
+//     stays safe from any goroutine; two callers at once then corrupt the
+//     queue.
 //   - The methods that create objects (Context.AllocPD, PD.RegisterBuffer,
 //     PD.CreateQP...), the queries and Close are safe for concurrent use.
 //     Closing an object while another goroutine uses it is safe too: that
