@@ -187,19 +187,71 @@ func errClosed(what string) error { return fmt.Errorf("rdmacm: %s: %w", what, uv
 // response the request's Response field points to (0 for none); the caller
 // keeps that buffer alive across the call.
 func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
-	size := unsafe.Sizeof(*req)
-	buf := make([]byte, 8+size)
-	*(*abi.UCMCmdHdr)(unsafe.Pointer(&buf[0])) = abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
-	copy(buf[8:], unsafe.Slice((*byte)(unsafe.Pointer(req)), size))
-	var werr error
-	err := ch.rc.Control(func(fd uintptr) {
-		for {
-			_, werr = unix.Write(int(fd), buf)
-			if werr != unix.EINTR {
-				return
-			}
+	c := cmdPool.Get().(*cmdBuf)
+	defer cmdPool.Put(c)
+	return c.send(ch, cmd, unsafe.Pointer(req), unsafe.Sizeof(*req), out)
+}
+
+// writeResp is write for a command whose response the kernel writes
+// through the request's Response field (respField, inside req): pointed at
+// pooled memory on the heap, which does not move, and copied out.
+func writeResp[T, R any](ch *EventChannel, cmd uint32, req *T, respField *uint64) (R, error) {
+	var r R
+	size := unsafe.Sizeof(r)
+	c := cmdPool.Get().(*cmdBuf)
+	defer cmdPool.Put(c)
+	if size > unsafe.Sizeof(c.resp) {
+		p := onHeap[R]()
+		*respField = uint64(uintptr(unsafe.Pointer(p)))
+		err := c.send(ch, cmd, unsafe.Pointer(req), unsafe.Sizeof(*req), size)
+		return *p, err
+	}
+	p := unsafe.Pointer(&c.resp[0])
+	clear(c.resp[:(size+7)/8])
+	*respField = uint64(uintptr(p))
+	err := c.send(ch, cmd, unsafe.Pointer(req), unsafe.Sizeof(*req), size)
+	return *(*R)(p), err
+}
+
+// cmdBuf is a command in flight, pooled so that issuing one allocates
+// nothing: the bytes written (header and request) and the memory a
+// response is written to, 8-byte aligned.
+type cmdBuf struct {
+	buf  [512]byte
+	resp [64]uint64
+	n    int
+	werr error
+	do   func(fd uintptr) // c.writeFD, bound once
+}
+
+var cmdPool = sync.Pool{New: func() any {
+	c := new(cmdBuf)
+	c.do = c.writeFD
+	return c
+}}
+
+func (c *cmdBuf) writeFD(fd uintptr) {
+	for {
+		_, c.werr = unix.Write(int(fd), c.buf[:c.n])
+		if c.werr != unix.EINTR {
+			return
 		}
-	})
+	}
+}
+
+// send writes command cmd with the size bytes of the request at req.
+func (c *cmdBuf) send(ch *EventChannel, cmd uint32, req unsafe.Pointer, size, out uintptr) error {
+	hdr := abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
+	var werr, err error
+	if 8+size <= uintptr(len(c.buf)) {
+		*(*abi.UCMCmdHdr)(unsafe.Pointer(&c.buf[0])) = hdr
+		copy(c.buf[8:], unsafe.Slice((*byte)(req), size))
+		c.n = int(8 + size)
+		err = ch.rc.Control(c.do)
+		werr, c.werr = c.werr, nil
+	} else {
+		werr, err = sendBig(ch, hdr, req, size)
+	}
 	if err != nil {
 		return uverbs.ErrClosed
 	}
@@ -207,6 +259,24 @@ func write[T any](ch *EventChannel, cmd uint32, req *T, out uintptr) error {
 		fmt.Fprintf(os.Stderr, "rdmacm: cmd %d (%d bytes in, %d out): %v\n", cmd, size, out, werr)
 	}
 	return werr
+}
+
+// sendBig is send for a request larger than a cmdBuf, which no ucma
+// request is; kept for safety, out of send so that send's error values
+// stay off the heap.
+func sendBig(ch *EventChannel, hdr abi.UCMCmdHdr, req unsafe.Pointer, size uintptr) (werr, err error) {
+	b := make([]byte, 8+size)
+	*(*abi.UCMCmdHdr)(unsafe.Pointer(&b[0])) = hdr
+	copy(b[8:], unsafe.Slice((*byte)(req), size))
+	err = ch.rc.Control(func(fd uintptr) {
+		for {
+			_, werr = unix.Write(int(fd), b)
+			if werr != unix.EINTR {
+				return
+			}
+		}
+	})
+	return werr, err
 }
 
 // nextUID numbers IDs and memberships across every channel of the process
@@ -232,12 +302,16 @@ func (ch *EventChannel) readLoop(rc interface {
 	buf := make([]byte, 8+size)
 	*(*abi.UCMCmdHdr)(unsafe.Pointer(&buf[0])) = abi.UCMCmdHdr{Cmd: abi.UCMCmdGetEvent, In: uint16(size), Out: abi.UCMMaxEventResp}
 	copy(buf[8:], unsafe.Slice((*byte)(unsafe.Pointer(req)), size))
+	// One closure for the loop: made per event, it and werr were an
+	// allocation each.
+	var werr error
+	read := func(fd uintptr) bool {
+		_, werr = unix.Write(int(fd), buf)
+		return werr != unix.EAGAIN && werr != unix.EINTR
+	}
 	for {
-		var werr error
-		err := rc.Read(func(fd uintptr) bool {
-			_, werr = unix.Write(int(fd), buf)
-			return werr != unix.EAGAIN && werr != unix.EINTR
-		})
+		werr = nil
+		err := rc.Read(read)
 		if err != nil {
 			return // closed
 		}
@@ -357,9 +431,8 @@ func (id *ID) fillParams(ev *Event, r *rawEvent) {
 
 // destroyHandle destroys a kernel ID the channel has no ID for.
 func (ch *EventChannel) destroyHandle(handle uint32) {
-	resp := onHeap[abi.UCMDestroyIDResp]()
-	write(ch, abi.UCMCmdDestroyID, &abi.UCMDestroyID{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: handle}, unsafe.Sizeof(*resp))
-	keepAlive(resp)
+	req := &abi.UCMDestroyID{ID: handle}
+	writeResp[abi.UCMDestroyID, abi.UCMDestroyIDResp](ch, abi.UCMCmdDestroyID, req, &req.Response)
 }
 
 // stopped returns why the channel's reader ended, or nil while it runs.

@@ -70,7 +70,8 @@ type ID struct {
 
 	mu         sync.Mutex
 	queue      []Event
-	notify     chan struct{} // closed and replaced by each push
+	notify     chan struct{} // closed and replaced by a push while waiters > 0
+	waiters    int           // goroutines in next holding notify
 	closed     bool
 	removed    bool
 	dev        *device
@@ -123,9 +124,8 @@ func (ch *EventChannel) CreateID(ps PortSpace, qpType uverbs.QPType) (*ID, error
 	if err := ch.register(id); err != nil {
 		return nil, err
 	}
-	resp := onHeap[abi.UCMCreateIDResp]()
-	req := &abi.UCMCreateID{UID: id.uid, Response: uint64(uintptr(unsafe.Pointer(resp))), PS: uint16(ps), QPType: uint8(qpType)}
-	err := write(ch, abi.UCMCmdCreateID, req, unsafe.Sizeof(*resp))
+	req := &abi.UCMCreateID{UID: id.uid, PS: uint16(ps), QPType: uint8(qpType)}
+	resp, err := writeResp[abi.UCMCreateID, abi.UCMCreateIDResp](ch, abi.UCMCmdCreateID, req, &req.Response)
 	id.handle = resp.ID
 	if err != nil {
 		ch.unregister(id)
@@ -697,10 +697,8 @@ func (id *ID) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	resp := onHeap[abi.UCMDestroyIDResp]()
-	err := write(id.ch, abi.UCMCmdDestroyID, &abi.UCMDestroyID{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle},
-		unsafe.Sizeof(*resp))
-	keepAlive(resp)
+	req := &abi.UCMDestroyID{ID: id.handle}
+	_, err := writeResp[abi.UCMDestroyID, abi.UCMDestroyIDResp](id.ch, abi.UCMCmdDestroyID, req, &req.Response)
 	// The ID leaves the channel's table only now: an event the reader took
 	// before DESTROY_ID returned finds the ID closed and is dropped.
 	id.ch.unregister(id)
@@ -744,8 +742,13 @@ func (id *ID) unshift(ev Event) {
 // wakeUp wakes every goroutine waiting on the ID.
 func (id *ID) wakeUp() {
 	id.mu.Lock()
-	close(id.notify)
-	id.notify = make(chan struct{})
+	// Nobody holds the channel when no goroutine waits: then there is
+	// nobody to wake, and a new channel for each event was one of the
+	// allocations of every connection.
+	if id.waiters > 0 {
+		close(id.notify)
+		id.notify = make(chan struct{})
+	}
 	id.mu.Unlock()
 }
 
@@ -814,15 +817,22 @@ func (id *ID) next(ctx context.Context, op string, match func(Event) bool) (Even
 			}
 		}
 		wake := id.notify
+		id.waiters++
 		id.mu.Unlock()
-		if err := id.ch.stopped(); err != nil {
-			return Event{}, fmt.Errorf("rdmacm: %s: %w", op, err)
+		err := id.ch.stopped()
+		if err == nil {
+			select {
+			case <-wake:
+			case <-id.ch.done:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
-		select {
-		case <-wake:
-		case <-id.ch.done:
-		case <-ctx.Done():
-			return Event{}, fmt.Errorf("rdmacm: %s: %w", op, ctx.Err())
+		id.mu.Lock()
+		id.waiters--
+		id.mu.Unlock()
+		if err != nil {
+			return Event{}, fmt.Errorf("rdmacm: %s: %w", op, err)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package rdmacm
 
 import (
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -24,11 +23,8 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask
 	if state > uverbs.QPStateErr {
 		return uverbs.QPAttr{}, 0, fmt.Errorf("rdmacm: %s: state %d is not a QP state: %w", op, state, unix.EINVAL)
 	}
-	resp := onHeap[abi.QPAttr]()
-	req := &abi.UCMInitQPAttr{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle, QPState: uint32(state)}
-	err := write(id.ch, abi.UCMCmdInitQPAttr, req, unsafe.Sizeof(*resp))
-	r := *resp
-	keepAlive(resp)
+	req := &abi.UCMInitQPAttr{ID: id.handle, QPState: uint32(state)}
+	r, err := writeResp[abi.UCMInitQPAttr, abi.QPAttr](id.ch, abi.UCMCmdInitQPAttr, req, &req.Response)
 	if err != nil {
 		return uverbs.QPAttr{}, 0, cmdErr(op, err)
 	}
@@ -54,14 +50,20 @@ func qpAttrFromABI(r *abi.QPAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
 }
 
 // modifyFromCM moves qp to state with the kernel's attributes for it,
-// after edit (if not nil) adjusts them.
-func (id *ID) modifyFromCM(qp *uverbs.QP, state uverbs.QPState, edit func(*uverbs.QPAttr, *uverbs.QPAttrMask)) error {
+// with MaxDestRdAtomic set to destRd and MaxRdAtomic to rd where those are
+// not MaxResources (noOverride). The overrides are values, not an edit
+// function: a pointer to the attributes handed to a function value moved
+// them to the heap, about 700 bytes for each of a connection's moves.
+func (id *ID) modifyFromCM(qp *uverbs.QP, state uverbs.QPState, destRd, rd uint8) error {
 	attr, mask, err := id.InitQPAttr(state)
 	if err != nil {
 		return err
 	}
-	if edit != nil {
-		edit(&attr, &mask)
+	if destRd != MaxResources {
+		attr.MaxDestRdAtomic = destRd
+	}
+	if rd != MaxResources {
+		attr.MaxRdAtomic = rd
 	}
 	if err := qp.Modify(&attr, mask); err != nil {
 		return fmt.Errorf("move QP %d to %v with the CM's attributes (%v): %w", qp.QPN(), state, mask, err)
@@ -69,25 +71,21 @@ func (id *ID) modifyFromCM(qp *uverbs.QP, state uverbs.QPState, edit func(*uverb
 	return nil
 }
 
+// noOverride leaves modifyFromCM's RDMA READ depths as the kernel gives
+// them.
+const noOverride = MaxResources
+
 // moveToRTS is librdmacm's ucma_modify_qp_rtr and _rts for RC: INIT→INIT
 // (the access flags the connection negotiated), RTR, RTS. resp and init,
 // unless MaxResources, override the kernel's RDMA READ depths.
 func (id *ID) moveToRTS(qp *uverbs.QP, resp, init uint8) error {
-	if err := id.modifyFromCM(qp, uverbs.QPStateInit, nil); err != nil {
+	if err := id.modifyFromCM(qp, uverbs.QPStateInit, noOverride, noOverride); err != nil {
 		return err
 	}
-	if err := id.modifyFromCM(qp, uverbs.QPStateRTR, func(a *uverbs.QPAttr, _ *uverbs.QPAttrMask) {
-		if resp != MaxResources {
-			a.MaxDestRdAtomic = resp
-		}
-	}); err != nil {
+	if err := id.modifyFromCM(qp, uverbs.QPStateRTR, resp, noOverride); err != nil {
 		return err
 	}
-	return id.modifyFromCM(qp, uverbs.QPStateRTS, func(a *uverbs.QPAttr, _ *uverbs.QPAttrMask) {
-		if init != MaxResources {
-			a.MaxRdAtomic = init
-		}
-	})
+	return id.modifyFromCM(qp, uverbs.QPStateRTS, noOverride, init)
 }
 
 // CreateQP creates the ID's QP on pd, which must belong to the ID's device
@@ -128,7 +126,7 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if err != nil {
 		return nil, fmt.Errorf("rdmacm: %s: %w", op, err)
 	}
-	err = id.modifyFromCM(qp, uverbs.QPStateInit, nil)
+	err = id.modifyFromCM(qp, uverbs.QPStateInit, noOverride, noOverride)
 	if err == nil && attr.Type == uverbs.QPTypeUD {
 		err = qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState)
 		if err == nil {

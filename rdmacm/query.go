@@ -28,11 +28,8 @@ func (id *ID) queryAddr() (abi.UCMQueryAddrResp, error) {
 }
 
 func (id *ID) query(option uint32) (abi.UCMQueryAddrResp, error) {
-	resp := onHeap[abi.UCMQueryAddrResp]()
-	req := &abi.UCMQuery{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle, Option: option}
-	err := write(id.ch, abi.UCMCmdQuery, req, unsafe.Sizeof(*resp))
-	r := *resp
-	keepAlive(resp)
+	req := &abi.UCMQuery{ID: id.handle, Option: option}
+	r, err := writeResp[abi.UCMQuery, abi.UCMQueryAddrResp](id.ch, abi.UCMCmdQuery, req, &req.Response)
 	if err != nil {
 		return r, cmdErr("query", err)
 	}
@@ -108,11 +105,8 @@ func (id *ID) QueryRoute() ([]Path, error) {
 	if err := id.use("query route"); err != nil {
 		return nil, err
 	}
-	resp := onHeap[abi.UCMQueryRouteResp]()
-	req := &abi.UCMQuery{Response: uint64(uintptr(unsafe.Pointer(resp))), ID: id.handle}
-	err := write(id.ch, abi.UCMCmdQueryRoute, req, unsafe.Sizeof(*resp))
-	r := *resp
-	keepAlive(resp)
+	req := &abi.UCMQuery{ID: id.handle}
+	r, err := writeResp[abi.UCMQuery, abi.UCMQueryRouteResp](id.ch, abi.UCMCmdQueryRoute, req, &req.Response)
 	if err != nil {
 		return nil, cmdErr("query route", err)
 	}

@@ -3,7 +3,6 @@ package uverbs
 import (
 	"context"
 	"fmt"
-	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -97,9 +96,7 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		ev.CQ = c.lookupCQ(desc.Element)
 	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
 		EventPathMigErr, EventQPLastWQEReached:
-		if v, ok := c.qps.Load(desc.Element); ok {
-			ev.QP = v.(weak.Pointer[QP]).Value()
-		}
+		ev.QP = c.qps.load(desc.Element)
 	case EventDeviceFatal:
 		// The kernel has disassociated the context (or the device
 		// failed): nothing of it works any more.

@@ -160,8 +160,8 @@ type Context struct {
 	coreSupport uint64
 
 	nextID atomic.Uint64 // user handles of CQs, QPs and SRQs
-	cqs    sync.Map      // user handle -> weak.Pointer[CQ]
-	qps    sync.Map      // user handle -> weak.Pointer[QP], for async events
+	cqs    registry[CQ]  // user handle -> CQ, for completion and async events
+	qps    registry[QP]  // user handle -> QP, for async events
 
 	closeOnce sync.Once
 	closeErr  error

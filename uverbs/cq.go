@@ -194,7 +194,7 @@ type CQ struct {
 	eventsGot atomic.Uint32
 	eventsAck atomic.Uint32
 
-	waiting chan struct{} // one Wait at a time (a token, so waiting honours ctx)
+	waiting chan struct{} // one Wait at a time (a token, so waiting honours ctx); nil without a channel
 
 	// RequestNotify's command, kept so that arming allocates nothing
 	armMu  sync.Mutex
@@ -242,7 +242,10 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		}
 		return nil, fmt.Errorf("uverbs: create_cq: %s provider: %w", c.prov.Name(), err)
 	}
-	cq := &CQ{ctx: c, id: c.nextID.Add(1), channel: o.Channel, prov: pcq, waiting: make(chan struct{}, 1)}
+	cq := &CQ{ctx: c, id: c.nextID.Add(1), channel: o.Channel, prov: pcq}
+	if o.Channel != nil { // Wait needs a channel
+		cq.waiting = make(chan struct{}, 1)
+	}
 	if st, ok := pcq.(provider.SingleThreadedCQ); ok && o.SingleThreaded {
 		cq.solo = st.SetSingleThreaded()
 	}
@@ -261,7 +264,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		return nil, err
 	}
 	cq.poll, _ = pcq.(provider.Poller)
-	c.cqs.Store(cq.id, weak.Make(cq))
+	c.cqs.store(cq.id, cq)
 	runtime.AddCleanup(cq, func(a cqCleanup) { a.run() }, cqCleanup{c, handle, cq.id, pcq, o.Channel})
 	return cq, nil
 }
@@ -470,7 +473,7 @@ func (cq *CQ) Close() error {
 		return err
 	}
 	cq.closed = true
-	c.cqs.Delete(cq.id)
+	c.cqs.remove(cq.id)
 	if cq.channel != nil {
 		cq.channel.detach()
 	}
@@ -510,11 +513,7 @@ func destroyCQ(c *Context, handle uint32) (abi.DestroyCQResp, error) {
 }
 
 func (c *Context) lookupCQ(id uint64) *CQ {
-	v, ok := c.cqs.Load(id)
-	if !ok {
-		return nil
-	}
-	return v.(weak.Pointer[CQ]).Value()
+	return c.cqs.load(id)
 }
 
 // cqCleanup destroys a CQ the program forgot to close.
@@ -527,7 +526,7 @@ type cqCleanup struct {
 }
 
 func (a cqCleanup) run() {
-	if _, live := a.ctx.cqs.LoadAndDelete(a.id); !live {
+	if live := a.ctx.cqs.remove(a.id); !live {
 		return // closed explicitly
 	}
 	if !a.ctx.isClosed() {

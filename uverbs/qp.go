@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
-	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -229,7 +228,7 @@ func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
 		pqp.Destroyed()
 		return nil, err
 	}
-	c.qps.Store(qp.id, weak.Make(qp))
+	c.qps.store(qp.id, qp)
 	qp.send, _ = pqp.(provider.Sender)
 	qp.recv, _ = pqp.(provider.Receiver)
 	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, qp.id, pqp})
@@ -239,12 +238,16 @@ func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
 func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	c := qp.pd.ctx
 	drvIn, drvOut := qp.prov.CreateData()
-	kcap := abi.QPCap{
+	// What the kernel reads and writes through the ioctl's pointers, in
+	// one allocation (three, as separate variables).
+	io := &struct {
+		kcap, respCap abi.QPCap
+		qpn           uint32
+	}{kcap: abi.QPCap{
 		MaxSendWr: attr.Cap.MaxSendWr, MaxRecvWr: attr.Cap.MaxRecvWr, MaxSendSGE: attr.Cap.MaxSendSGE,
 		MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData,
-	}
-	var respCap abi.QPCap
-	var qpn uint32
+	}}
+	kcap, respCap, qpn := &io.kcap, &io.respCap, &io.qpn
 	// Attributes in rdma-core's order, so the bytes match libibverbs'.
 	q := transport.NewIoctl(abi.ObjectQP, abi.MethodQPCreate)
 	defer q.Free()
@@ -270,7 +273,7 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	iHandle := q.NewHandle(abi.AttrCreateQPHandle)
 	q.Const(abi.AttrCreateQPType, uint64(attr.Type))
 	q.U64(abi.AttrCreateQPUserHandle, qp.id)
-	q.In(abi.AttrCreateQPCap, asBytes(&kcap))
+	q.In(abi.AttrCreateQPCap, asBytes(kcap))
 	if c.async != nil {
 		q.FD(abi.AttrCreateQPEventFD, int32(c.async.Fd()))
 	}
@@ -280,8 +283,8 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	if attr.SRQ != nil {
 		q.Handle(abi.AttrCreateQPSRQHandle, attr.SRQ.handle)
 	}
-	q.Out(abi.AttrCreateQPRespCap, asBytes(&respCap))
-	q.Out(abi.AttrCreateQPRespQPNum, asBytes(&qpn))
+	q.Out(abi.AttrCreateQPRespCap, asBytes(respCap))
+	q.Out(abi.AttrCreateQPRespQPNum, asBytes(qpn))
 	if len(drvIn) > 0 {
 		q.In(abi.AttrUHWIn, drvIn)
 	}
@@ -306,8 +309,8 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 		if err := c.writeDriver("create_qp", abi.CmdCreateQP, asBytes(&req), drvIn, asBytes(&resp), drvOut); err != nil {
 			return err
 		}
-		qp.handle, qpn = resp.QPHandle, resp.QPN
-		respCap = abi.QPCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSGE: resp.MaxSendSGE,
+		qp.handle, *qpn = resp.QPHandle, resp.QPN
+		*respCap = abi.QPCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSGE: resp.MaxSendSGE,
 			MaxRecvSGE: resp.MaxRecvSGE, MaxInlineData: resp.MaxInlineData}
 		return nil
 	})
@@ -317,7 +320,7 @@ func (qp *QP) create(attr QPInitAttr) (QPCap, error) {
 	if !viaWrite {
 		qp.handle = uint32(q.Data(iHandle))
 	}
-	qp.qpn = qpn
+	qp.qpn = *qpn
 	return QPCap{respCap.MaxSendWr, respCap.MaxRecvWr, respCap.MaxSendSGE, respCap.MaxRecvSGE, respCap.MaxInlineData}, nil
 }
 
@@ -355,7 +358,7 @@ func (qp *QP) Close() error {
 	}
 	qp.closed = true
 	qp.ref.finish()
-	c.qps.Delete(qp.id)
+	c.qps.remove(qp.id)
 	return qp.prov.Destroyed()
 }
 
@@ -398,7 +401,7 @@ func (a qpCleanup) run() {
 	if !a.ref.finish() {
 		return
 	}
-	a.ctx.qps.Delete(a.id)
+	a.ctx.qps.remove(a.id)
 	if !a.ctx.isClosed() {
 		destroyQP(a.ctx, a.handle)
 	}

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -276,7 +277,11 @@ func fromQPDest(d *abi.QPDest) AHAttr {
 // modify sends MODIFY_QP, copying only the selected fields as rdma-core
 // does (copy_modify_qp_fields), so the bytes match libibverbs'.
 func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
-	m := abi.ModifyQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
+	// The command's bytes go to the kernel, so they cannot live on the
+	// stack: pooled, not allocated for every modify.
+	m := modifyPool.Get().(*abi.ModifyQP)
+	defer modifyPool.Put(m)
+	*m = abi.ModifyQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
 	if mask&QPAttrState != 0 {
 		m.QPState = uint8(a.State)
 	}
@@ -347,15 +352,17 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 			Base      abi.ModifyQP
 			RateLimit uint32
 			Reserved  uint32
-		}{Base: m, RateLimit: a.RateLimit}
+		}{Base: *m, RateLimit: a.RateLimit}
 		var resp [8]byte
 		return c.conn.Write("modify_qp", &transport.Write{
 			Cmd: abi.CmdFlagExtended | abi.ExCmdModifyQP, In: asBytes(&ex), CoreIn: int(unsafe.Sizeof(ex)),
 			Out: resp[:], CoreOut: len(resp),
 		})
 	}
-	return c.conn.Write("modify_qp", &transport.Write{Cmd: abi.CmdModifyQP, In: asBytes(&m), CoreIn: int(unsafe.Sizeof(m))})
+	return c.conn.Write("modify_qp", &transport.Write{Cmd: abi.CmdModifyQP, In: asBytes(m), CoreIn: int(unsafe.Sizeof(*m))})
 }
+
+var modifyPool = sync.Pool{New: func() any { return new(abi.ModifyQP) }}
 
 // Query returns the QP's current attributes from the kernel.
 func (qp *QP) Query() (QPAttr, error) {
