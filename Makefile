@@ -169,9 +169,12 @@ mlx5-golden:
 RACE_TESTS := TestLoad|TestRandomIntegrity
 # rsocket's tests with a reader and a writer on one connection at once
 RSOCKET_RACE_TESTS := TestCopyVM|TestManyConnsVM|TestDeadlineVM
+# rdmacm's 200 Dial/Accept pairs at once, with its leak check
+RDMACM_RACE_TESTS := TestConcurrentDialVM
 vmrace:
 	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./uverbs/ VMTEST_FLAGS='-race -run "$(RACE_TESTS)"'
 	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./rsocket/ VMTEST_FLAGS='-race -run "$(RSOCKET_RACE_TESTS)"'
+	$(MAKE) vmtest TRANSPORTS=ioctl PKGS=./rdmacm/ VMTEST_FLAGS='-race -run "$(RDMACM_RACE_TESTS)"'
 
 # The load test for longer: make soak SOAK=8h.
 SOAK ?= 1h
