@@ -110,12 +110,39 @@ func (c *cmControl) wait(cq *uverbs.CQ, what string) (uverbs.WC, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, exchangeTimeout)
 	defer cancel()
 	if _, err := cq.Wait(ctx, c.wcs[:]); err != nil {
-		return uverbs.WC{}, fmt.Errorf("%s: %w", what, err)
+		return uverbs.WC{}, fmt.Errorf("%s: %w%s", what, err, c.afterTimeout(cq, err))
 	}
 	if wc := c.wcs[0]; wc.Status != uverbs.WCSuccess {
 		return wc, &wcStatusError{what: what, send: cq == c.scq, status: wc.Status}
 	}
 	return c.wcs[0], nil
+}
+
+// afterTimeout says, for a wait that ended with its context, what the CQ
+// and the QP held then: a completion found now was one whose event never
+// came; none, one the device never produced. (A rare failure of the -R
+// tests in the VM, a closing SEND that never completed while the peer
+// went on, needs telling the two apart.)
+func (c *cmControl) afterTimeout(cq *uverbs.CQ, err error) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return ""
+	}
+	var wcs [1]uverbs.WC
+	n, perr := cq.Poll(wcs[:])
+	found := "the CQ was empty"
+	switch {
+	case perr != nil:
+		found = fmt.Sprintf("polling the CQ: %v", perr)
+	case n > 0:
+		found = fmt.Sprintf("a completion was in the CQ without an event (ID %d, %v)", wcs[0].ID, wcs[0].Status)
+	}
+	state := "unknown"
+	if qp := c.id.QP(); qp != nil {
+		if a, qerr := qp.Query(); qerr == nil {
+			state = a.State.String()
+		}
+	}
+	return fmt.Sprintf(" (then %s; the QP was in %s)", found, state)
 }
 
 // wcStatusError is a control message's completion that did not succeed.
