@@ -201,10 +201,8 @@ func writeResp[T, R any](ch *EventChannel, cmd uint32, req *T, respField *uint64
 	c := cmdPool.Get().(*cmdBuf)
 	defer cmdPool.Put(c)
 	if size > unsafe.Sizeof(c.resp) {
-		p := onHeap[R]()
-		*respField = uint64(uintptr(unsafe.Pointer(p)))
-		err := c.send(ch, cmd, unsafe.Pointer(req), unsafe.Sizeof(*req), size)
-		return *p, err
+		return r, fmt.Errorf("rdmacm: command %d: a %d-byte response does not fit the %d-byte buffer: %w",
+			cmd, size, unsafe.Sizeof(c.resp), unix.EINVAL)
 	}
 	p := unsafe.Pointer(&c.resp[0])
 	clear(c.resp[:(size+7)/8])
@@ -240,18 +238,19 @@ func (c *cmdBuf) writeFD(fd uintptr) {
 }
 
 // send writes command cmd with the size bytes of the request at req.
+// Every request fits the buffer (TestCmdBufFits); one that did not would
+// be refused, never cut short.
 func (c *cmdBuf) send(ch *EventChannel, cmd uint32, req unsafe.Pointer, size, out uintptr) error {
-	hdr := abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
-	var werr, err error
-	if 8+size <= uintptr(len(c.buf)) {
-		*(*abi.UCMCmdHdr)(unsafe.Pointer(&c.buf[0])) = hdr
-		copy(c.buf[8:], unsafe.Slice((*byte)(req), size))
-		c.n = int(8 + size)
-		err = ch.rc.Control(c.do)
-		werr, c.werr = c.werr, nil
-	} else {
-		werr, err = sendBig(ch, hdr, req, size)
+	if 8+size > uintptr(len(c.buf)) {
+		return fmt.Errorf("rdmacm: command %d: a %d-byte request does not fit the %d-byte buffer: %w",
+			cmd, size, len(c.buf)-8, unix.EINVAL)
 	}
+	*(*abi.UCMCmdHdr)(unsafe.Pointer(&c.buf[0])) = abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
+	copy(c.buf[8:], unsafe.Slice((*byte)(req), size))
+	c.n = int(8 + size)
+	err := ch.rc.Control(c.do)
+	werr := c.werr
+	c.werr = nil
 	if err != nil {
 		return uverbs.ErrClosed
 	}
@@ -259,24 +258,6 @@ func (c *cmdBuf) send(ch *EventChannel, cmd uint32, req unsafe.Pointer, size, ou
 		fmt.Fprintf(os.Stderr, "rdmacm: cmd %d (%d bytes in, %d out): %v\n", cmd, size, out, werr)
 	}
 	return werr
-}
-
-// sendBig is send for a request larger than a cmdBuf, which no ucma
-// request is; kept for safety, out of send so that send's error values
-// stay off the heap.
-func sendBig(ch *EventChannel, hdr abi.UCMCmdHdr, req unsafe.Pointer, size uintptr) (werr, err error) {
-	b := make([]byte, 8+size)
-	*(*abi.UCMCmdHdr)(unsafe.Pointer(&b[0])) = hdr
-	copy(b[8:], unsafe.Slice((*byte)(req), size))
-	err = ch.rc.Control(func(fd uintptr) {
-		for {
-			_, werr = unix.Write(int(fd), b)
-			if werr != unix.EINTR {
-				return
-			}
-		}
-	})
-	return werr, err
 }
 
 // nextUID numbers IDs and memberships across every channel of the process

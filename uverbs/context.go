@@ -87,7 +87,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -174,7 +173,7 @@ type Context struct {
 	watchID     uint64
 	removed     atomic.Pointer[removedError]
 	fatalSent   atomic.Bool
-	chans       sync.Map // id -> weak.Pointer[CompChannel]
+	chans       registry[CompChannel] // id -> channel, released when the context closes
 	relMu       sync.Mutex
 	devReleased bool
 }
@@ -390,13 +389,9 @@ func (c *Context) releaseDevice(keepFD bool) error {
 		c.asyncWaker.close()
 		errs = append(errs, c.async.Close())
 	}
-	c.chans.Range(func(id, v any) bool {
-		if ch := v.(weak.Pointer[CompChannel]).Value(); ch != nil {
-			ch.release()
-		}
-		c.chans.Delete(id)
-		return true
-	})
+	for _, ch := range c.chans.drain() {
+		ch.release()
+	}
 	if keepFD {
 		// An O_PATH descriptor refuses write and ioctl with EBADF.
 		ph, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)

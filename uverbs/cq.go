@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -51,7 +50,7 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	ch := &CompChannel{ctx: c, file: f, id: c.nextID.Add(1), waker: eventWaker{rc: rawConn(f)}}
-	c.chans.Store(ch.id, weak.Make(ch))
+	c.chans.store(ch.id, ch)
 	return ch, nil
 }
 
@@ -125,7 +124,7 @@ func (ch *CompChannel) Close() error {
 		return fmt.Errorf("uverbs: destroy_comp_channel: %d CQ(s) still use it: %w", ch.attached, ErrBusy)
 	}
 	ch.closed = true
-	ch.ctx.chans.Delete(ch.id)
+	ch.ctx.chans.remove(ch.id)
 	ch.waker.close()
 	return ch.file.Close()
 }

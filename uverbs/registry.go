@@ -37,6 +37,21 @@ func (r *registry[T]) load(id uint64) *T {
 	return wp.Value()
 }
 
+// drain forgets every entry and returns the objects still alive.
+func (r *registry[T]) drain() []*T {
+	r.mu.Lock()
+	m := r.m
+	r.m = nil
+	r.mu.Unlock()
+	var live []*T
+	for _, wp := range m {
+		if p := wp.Value(); p != nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
 // remove forgets id and reports whether it was there.
 func (r *registry[T]) remove(id uint64) bool {
 	r.mu.Lock()

@@ -67,8 +67,8 @@ func postRacingClose(t *testing.T, solo bool) {
 	qps := make([]*QP, posters)
 	for i := range qps {
 		qps[i] = newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRC, MaxSendWr: 16, MaxSendSGE: 1, SingleThreaded: solo})
-		if qps[i].sq.mu.isSolo() != solo {
-			t.Fatalf("send queue solo %v, want %v", qps[i].sq.mu.isSolo(), solo)
+		if qps[i].sq.mu.solo != solo {
+			t.Fatalf("send queue solo %v, want %v", qps[i].sq.mu.solo, solo)
 		}
 	}
 	mem := make([]byte, 64)

@@ -263,7 +263,7 @@ func TestLoopbackIntegritySolo(t *testing.T) {
 		rounds = 40
 	}
 	p := newLoopPair(t, 15, loopCaps, 256<<10, loopOptions{solo: true})
-	if !p.a.qp.sq.mu.isSolo() || !p.b.qp.sq.mu.isSolo() || !p.a.cq.mu.isSolo() || !p.b.cq.mu.isSolo() {
+	if !p.a.qp.sq.mu.solo || !p.b.qp.sq.mu.solo || !p.a.cq.mu.solo || !p.b.cq.mu.solo {
 		t.Fatal("the pair's queues are not single-threaded")
 	}
 	e := newITEngine(t, 3, p.a, p.b)

@@ -47,12 +47,9 @@ func (l *spinLock) setSolo() bool {
 	return true
 }
 
-// isSolo reports whether the lock is solo.
-func (l *spinLock) isSolo() bool { return l.solo }
-
 // lockSlow is Lock's way when the lock was not free.
 func (l *spinLock) lockSlow() {
-	if !l.isSolo() {
+	if !l.solo {
 		spinCAS(&l.state)
 		return
 	}
@@ -92,7 +89,7 @@ func (l *spinLock) Unlock() { storeRelease(&l.state, 0) }
 // the data path's goroutine: on a solo lock it also waits until the data
 // path is out and keeps it out. On any other lock it is Lock.
 func (l *spinLock) LockExcl() {
-	if !l.isSolo() {
+	if !l.solo {
 		if !atomic.CompareAndSwapUint32(&l.state, 0, 1) {
 			spinCAS(&l.state)
 		}
@@ -111,7 +108,7 @@ func (l *spinLock) LockExcl() {
 
 // UnlockExcl gives back what LockExcl took.
 func (l *spinLock) UnlockExcl() {
-	if l.isSolo() {
+	if l.solo {
 		atomic.StoreUint32(&l.excl, 0)
 		return
 	}

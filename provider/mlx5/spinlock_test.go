@@ -22,20 +22,27 @@ func TestSpinLockExcludes(t *testing.T) {
 	)
 	workers := 2*runtime.GOMAXPROCS(0) + 1
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range per {
-				l.Lock()
-				bump(&n, (i+w)%1000 == 0)
-				l.Unlock()
-			}
-		}()
+		countUnder(&wg, &n, per, w, 1000, l.Lock, l.Unlock)
 	}
 	wg.Wait()
 	if n != workers*per {
 		t.Fatalf("counter %d, want %d", n, workers*per)
 	}
+}
+
+// countUnder starts a goroutine that adds one to *n iters times, each
+// between lock and unlock, yielding inside the section every every-th
+// time (offset by w, so that workers yield at different times).
+func countUnder(wg *sync.WaitGroup, n *int, iters, w, every int, lock, unlock func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range iters {
+			lock()
+			bump(n, (i+w)%every == 0)
+			unlock()
+		}
+	}()
 }
 
 // bump adds one to *n as a read and a later write, yielding between the
@@ -70,25 +77,9 @@ func TestSpinLockSolo(t *testing.T) {
 	if testing.Short() {
 		data, per = 20000, 50
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := range data {
-			l.Lock()
-			bump(&n, i%5000 == 0)
-			l.Unlock()
-		}
-	}()
+	countUnder(&wg, &n, data, 0, 5000, l.Lock, l.Unlock)
 	for w := range controls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range per {
-				l.LockExcl()
-				bump(&n, (i+w)%20 == 0)
-				l.UnlockExcl()
-			}
-		}()
+		countUnder(&wg, &n, per, w, 20, l.LockExcl, l.UnlockExcl)
 	}
 	wg.Wait()
 	if want := data + controls*per; n != want {
@@ -100,7 +91,7 @@ func TestSpinLockSolo(t *testing.T) {
 // nothing, and a plain lock is not solo until setSolo says so.
 func TestSpinLockSoloNoLockedOp(t *testing.T) {
 	var plain, solo spinLock
-	if plain.isSolo() {
+	if plain.solo {
 		t.Fatal("a zero spinLock is solo")
 	}
 	if !solo.setSolo() {
