@@ -30,22 +30,14 @@ TEXT ·ringBlueFlame(SB), NOSPLIT, $0-56
 	JLE    done
 
 loop:
-	MOVQ 0(SI), AX
-	MOVQ AX, 0(DI)
-	MOVQ 8(SI), AX
-	MOVQ AX, 8(DI)
-	MOVQ 16(SI), AX
-	MOVQ AX, 16(DI)
-	MOVQ 24(SI), AX
-	MOVQ AX, 24(DI)
-	MOVQ 32(SI), AX
-	MOVQ AX, 32(DI)
-	MOVQ 40(SI), AX
-	MOVQ AX, 40(DI)
-	MOVQ 48(SI), AX
-	MOVQ AX, 48(DI)
-	MOVQ 56(SI), AX
-	MOVQ AX, 56(DI)
+	MOVOU 0(SI), X0
+	MOVOU 16(SI), X1
+	MOVOU 32(SI), X2
+	MOVOU 48(SI), X3
+	MOVOU X0, 0(DI)
+	MOVOU X1, 16(DI)
+	MOVOU X2, 32(DI)
+	MOVOU X3, 48(DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	CMPQ SI, R9
@@ -66,4 +58,24 @@ TEXT ·storeDBRec(SB), NOSPLIT, $0-12
 	MOVL   val+8(FP), BX
 	BSWAPL BX
 	MOVL   BX, (AX)
+	RET
+
+// func ringBlueFlame64(dbrec *uint32, val uint32, reg, src unsafe.Pointer)
+TEXT ·ringBlueFlame64(SB), NOSPLIT, $0-32
+	MOVQ   dbrec+0(FP), AX
+	MOVL   val+8(FP), BX
+	MOVQ   reg+16(FP), DI
+	MOVQ   src+24(FP), SI
+	BSWAPL BX
+	MOVL   BX, (AX)
+	SFENCE
+	MOVOU  0(SI), X0
+	MOVOU  16(SI), X1
+	MOVOU  32(SI), X2
+	MOVOU  48(SI), X3
+	MOVOU  X0, 0(DI)
+	MOVOU  X1, 16(DI)
+	MOVOU  X2, 32(DI)
+	MOVOU  X3, 48(DI)
+	SFENCE
 	RET

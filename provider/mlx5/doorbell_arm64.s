@@ -57,3 +57,18 @@ TEXT ·storeDBRec(SB), NOSPLIT, $0-12
 	DSB   $0xe
 	MOVW  R1, (R0)
 	RET
+
+// func ringBlueFlame64(dbrec *uint32, val uint32, reg, src unsafe.Pointer)
+TEXT ·ringBlueFlame64(SB), NOSPLIT, $0-32
+	MOVD  dbrec+0(FP), R0
+	MOVWU val+8(FP), R1
+	MOVD  reg+16(FP), R2
+	MOVD  src+24(FP), R3
+	REVW  R1, R1
+	DSB   $0xe
+	MOVW  R1, (R0)
+	DSB   $0xe
+	VLD1  (R3), [V0.D2, V1.D2, V2.D2, V3.D2]
+	VST1  [V0.D2, V1.D2, V2.D2, V3.D2], (R2)
+	DSB   $0xe
+	RET

@@ -42,6 +42,10 @@ func ringBlueFlame(dbrec *uint32, val uint32, reg, src unsafe.Pointer, blocks in
 	fence.Add(1)
 }
 
+func ringBlueFlame64(dbrec *uint32, val uint32, reg, src unsafe.Pointer) {
+	ringBlueFlame(dbrec, val, reg, src, 1, nil, nil)
+}
+
 func storeDBRec(dbrec *uint32, val uint32) {
 	fence.Add(1)
 	storeBE32(dbrec, val)

@@ -153,7 +153,11 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	}
 	reg := unsafe.Add(sq.reg, bf.offset)
 	if len(wrs) == 1 && (inl || sq.preferBF) && size > 1 && size <= sq.bfMaxDS {
-		ringBlueFlame(sq.dbrec, sq.curPost&0xffff, reg, ctrl, int(uint(size*16+wqeBB-1)/wqeBB), sq.start, sq.end)
+		if size <= wqeBB/16 { // one block
+			ringBlueFlame64(sq.dbrec, sq.curPost&0xffff, reg, ctrl)
+		} else {
+			ringBlueFlame(sq.dbrec, sq.curPost&0xffff, reg, ctrl, int(uint(size*16+wqeBB-1)/wqeBB), sq.start, sq.end)
+		}
 	} else {
 		ringDoorbell(sq.dbrec, sq.curPost&0xffff, reg, ctrl)
 	}
