@@ -102,7 +102,7 @@ func rdmaNetdevs() []string {
 					continue
 				}
 				nd = g.Netdev
-				a := netip.AddrFrom16(g.GID).Unmap()
+				a := g.GID.Addr().Unmap()
 				if !a.IsLinkLocalUnicast() && !slicesContains(ips, a.String()) {
 					ips = append(ips, a.String())
 				}

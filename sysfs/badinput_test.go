@@ -62,7 +62,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"ParseDevNum", func(s string) error { return errOf(sysfs.ParseDevNum(s)) }},
 		{"ParseGID", func(s string) error { return errOf(sysfs.ParseGID(s)) }},
-		{"ParseGIDType", func(s string) error { return errOf(sysfs.ParseGIDType(s)) }},
+		{"ParseGIDAttrType", func(s string) error { return errOf(sysfs.ParseGIDAttrType(s)) }},
 		{"ParseGUID", func(s string) error { return errOf(sysfs.ParseGUID(s)) }},
 		{"ParseLinkLayer", func(s string) error { return errOf(sysfs.ParseLinkLayer(s)) }},
 		{"ParseNodeType", func(s string) error { return errOf(sysfs.ParseNodeType(s)) }},

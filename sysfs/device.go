@@ -65,8 +65,8 @@ type Port struct {
 	// Rate is the rate file's text ("10 Gb/sec (1X FDR10)"), "" when the
 	// kernel refuses to compute one (invalid width); ParseRate splits it.
 	Rate  string
-	GIDs  []GID    // the non-empty entries of the GID table, by index
-	PKeys []uint16 // the P_Key table by index; empty when the port has none
+	GIDs  []GIDEntry // the non-empty entries of the GID table, by index
+	PKeys []uint16   // the P_Key table by index; empty when the port has none
 }
 
 // problem keeps the first error met while reading a device.
@@ -257,39 +257,39 @@ func decParser(bits int, want string) func(string) (uint64, error) {
 //   - the netdev from gid_attrs/ndevs/<index>, "" when it cannot be read
 //     (InfiniBand entries have none).
 //
-// The type is sysfs's; GIDType.Resolve with the port's link layer gives
+// The type is sysfs's; GIDAttrType.Resolve with the port's link layer gives
 // the verbs type.
-func (f *FS) ReadGID(device string, port, index int) (GID, error) {
+func (f *FS) ReadGID(device string, port, index int) (GIDEntry, error) {
 	if err := f.checkDevice(device); err != nil {
-		return GID{}, err
+		return GIDEntry{}, err
 	}
 	if port < 0 || index < 0 {
-		return GID{}, fmt.Errorf("sysfs: %s port %d GID %d: negative number: %w", device, port, index, fs.ErrInvalid)
+		return GIDEntry{}, fmt.Errorf("sysfs: %s port %d GID %d: negative number: %w", device, port, index, fs.ErrInvalid)
 	}
 	pdir := path.Join(ibClassDir, device, "ports", strconv.Itoa(port))
 	g, empty, err := f.readGID(pdir, index)
 	if err != nil {
-		return GID{}, err
+		return GIDEntry{}, err
 	}
 	if empty {
-		return GID{}, fmt.Errorf("sysfs: %s port %d GID %d: %w", device, port, index, ErrGIDEmpty)
+		return GIDEntry{}, fmt.Errorf("sysfs: %s port %d GID %d: %w", device, port, index, ErrGIDEmpty)
 	}
 	return g, nil
 }
 
 // readGID reads one GID entry; empty reports an all-zero GID, for which the
 // type and netdev are not read.
-func (f *FS) readGID(pdir string, index int) (g GID, empty bool, err error) {
+func (f *FS) readGID(pdir string, index int) (g GIDEntry, empty bool, err error) {
 	i := strconv.Itoa(index)
 	g.Index = index
 	if g.GID, err = readParsed(f, path.Join(pdir, "gids", i), ParseGID); err != nil {
-		return GID{}, false, err
+		return GIDEntry{}, false, err
 	}
-	if g.GID == [16]byte{} {
-		return GID{}, true, nil
+	if g.GID.IsZero() {
+		return GIDEntry{}, true, nil
 	}
-	if g.Type, err = f.readGIDType(pdir, i); err != nil {
-		return GID{}, false, err
+	if g.Type, err = f.readGIDAttrType(pdir, i); err != nil {
+		return GIDEntry{}, false, err
 	}
 	ndev, err := f.readAttr(path.Join(pdir, "gid_attrs", "ndevs", i))
 	if err == nil && validName(ndev) {
@@ -298,19 +298,19 @@ func (f *FS) readGID(pdir string, index int) (g GID, empty bool, err error) {
 	return g, false, nil
 }
 
-func (f *FS) readGIDType(pdir, i string) (GIDType, error) {
+func (f *FS) readGIDAttrType(pdir, i string) (GIDAttrType, error) {
 	file := path.Join(pdir, "gid_attrs", "types", i)
 	s, err := f.readAttr(file)
 	if err == nil && s != "" {
-		t, err := ParseGIDType(s)
+		t, err := ParseGIDAttrType(s)
 		return t, inFile(err, file)
 	}
 	if errors.Is(err, errInvalid) {
-		return GIDTypeIBRoCEv1, nil
+		return GIDAttrIBRoCEv1, nil
 	}
 	attrs := path.Join(pdir, "gid_attrs")
 	if _, serr := fs.Stat(f.fsys, attrs); errors.Is(serr, fs.ErrNotExist) {
-		return GIDTypeIBRoCEv1, nil // a kernel from before GID attributes
+		return GIDAttrIBRoCEv1, nil // a kernel from before GID attributes
 	}
 	if err == nil {
 		err = &ParseError{File: file, Text: s, Want: `"IB/RoCE v1" or "RoCE v2"`}

@@ -22,7 +22,7 @@ func ExampleFS_Devices() {
 		for _, p := range d.Ports {
 			fmt.Printf("  port %d: %v, %v, %s\n", p.Num, p.State, p.LinkLayer, p.Rate)
 			for _, g := range p.GIDs {
-				fmt.Printf("    GID[%d] %v %v on %s\n", g.Index, g.Addr(), g.Type, g.Netdev)
+				fmt.Printf("    GID[%d] %v %v on %s\n", g.Index, g.GID, g.Type, g.Netdev)
 			}
 		}
 	}
@@ -67,10 +67,10 @@ func ExampleFS_ReadGID() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(g.Addr(), g.Type, g.Type.Resolve(sysfs.LinkLayerEthernet), g.Netdev)
+	fmt.Println(g.GID, g.Type, g.Type.Resolve(sysfs.LinkLayerEthernet), g.Netdev)
 	_, err = f.ReadGID("rxe0", 1, 2)
 	fmt.Println(err)
 	// Output:
-	// ::ffff:10.99.0.1 RoCE v2 2 va
+	// ::ffff:10.99.0.1 RoCE v2 RoCE v2 va
 	// sysfs: rxe0 port 1 GID 2: GID table entry is empty
 }

@@ -98,9 +98,9 @@ func ParseGUID(text string) (GUID, error) {
 
 // ParseGID parses the contents of a ports/N/gids/I file: the kernel's %pI6
 // form, eight groups of four hex digits ("fe80:0000:0000:0000:...").
-func ParseGID(text string) ([16]byte, error) {
+func ParseGID(text string) (GID, error) {
 	var g [8]uint16
-	var out [16]byte
+	var out GID
 	if !parseHexGroups(trimNL(text), g[:]) {
 		return out, parseErr(text, "a GID like fe80:0000:0000:0000:0250:56ff:fe8f:c5b3")
 	}
@@ -112,37 +112,40 @@ func ParseGID(text string) ([16]byte, error) {
 }
 
 // parseNumbered parses the kernel's "%d: %s" attributes (node_type, state,
-// phys_state): a decimal number, a colon, a space and a name. The number is
-// what counts; the name is checked only for being there.
-func parseNumbered(text, want string) (int, string, error) {
+// phys_state): a decimal number of at most bits bits, a colon, a space and a
+// name. The number is what counts; the name is checked only for being
+// there. A number too large for bits is refused, not truncated.
+func parseNumbered(text string, bits int, want string) (uint64, string, error) {
 	s := trimNL(text)
 	num, name, ok := strings.Cut(s, ": ")
 	if !ok || name == "" || strings.ContainsAny(name, "\n\x00") {
 		return 0, "", parseErr(text, want)
 	}
-	n, err := parseDec(num, 31, want)
+	n, err := parseDec(num, bits, want)
 	if err != nil {
 		return 0, "", parseErr(text, want)
 	}
-	return int(n), name, nil
+	return n, name, nil
 }
 
 // ParseNodeType parses a node_type file ("1: CA"). Numbers the kernel may add
 // later are kept; their String is "unknown".
 func ParseNodeType(text string) (NodeType, error) {
-	n, _, err := parseNumbered(text, `a node type like "1: CA"`)
+	n, _, err := parseNumbered(text, 31, `a node type like "1: CA"`)
 	return NodeType(n), err
 }
 
-// ParsePortState parses a port's state file ("4: ACTIVE").
+// ParsePortState parses a port's state file ("4: ACTIVE"). Numbers the
+// kernel may add later are kept; one past 255 is malformed.
 func ParsePortState(text string) (PortState, error) {
-	n, _, err := parseNumbered(text, `a port state like "4: ACTIVE"`)
+	n, _, err := parseNumbered(text, 8, `a port state like "4: ACTIVE"`)
 	return PortState(n), err
 }
 
-// ParsePhysState parses a port's phys_state file ("5: LinkUp").
+// ParsePhysState parses a port's phys_state file ("5: LinkUp"). Numbers the
+// kernel may add later are kept; one past 255 is malformed.
 func ParsePhysState(text string) (PhysState, error) {
-	n, _, err := parseNumbered(text, `a physical port state like "5: LinkUp"`)
+	n, _, err := parseNumbered(text, 8, `a physical port state like "5: LinkUp"`)
 	return PhysState(n), err
 }
 
@@ -200,14 +203,14 @@ func ParsePKey(text string) (uint16, error) {
 	return uint16(v), nil
 }
 
-// ParseGIDType parses a gid_attrs/types/I file: "IB/RoCE v1" or "RoCE v2"
-// (the only names rdma-core's query_sysfs_gid_type accepts).
-func ParseGIDType(text string) (GIDType, error) {
+// ParseGIDAttrType parses a gid_attrs/types/I file: "IB/RoCE v1" or
+// "RoCE v2" (the only names rdma-core's query_sysfs_gid_type accepts).
+func ParseGIDAttrType(text string) (GIDAttrType, error) {
 	switch trimNL(text) {
 	case "IB/RoCE v1":
-		return GIDTypeIBRoCEv1, nil
+		return GIDAttrIBRoCEv1, nil
 	case "RoCE v2":
-		return GIDTypeRoCEv2, nil
+		return GIDAttrRoCEv2, nil
 	}
 	return 0, parseErr(text, `"IB/RoCE v1" or "RoCE v2"`)
 }

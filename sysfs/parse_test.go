@@ -51,7 +51,7 @@ func TestParseGUID(t *testing.T) {
 }
 
 func TestParseGID(t *testing.T) {
-	checkParse(t, sysfs.ParseGID, map[string][16]byte{
+	checkParse(t, sysfs.ParseGID, map[string]sysfs.GID{
 		"fe80:0000:0000:0000:0250:56ff:fe8f:c5b3\n": mustAddr("fe80::250:56ff:fe8f:c5b3"),
 		"0000:0000:0000:0000:0000:ffff:0a63:0001\n": mustAddr("::ffff:10.99.0.1"),
 		"0000:0000:0000:0000:0000:0000:0000:0000\n": {},
@@ -104,19 +104,20 @@ func TestParsePortStates(t *testing.T) {
 	checkParse(t, sysfs.ParsePortState, map[string]sysfs.PortState{
 		"0: NOP\n": sysfs.PortNOP, "1: DOWN\n": sysfs.PortDown, "2: INIT\n": sysfs.PortInit,
 		"3: ARMED\n": sysfs.PortArmed, "4: ACTIVE\n": sysfs.PortActive, "5: ACTIVE_DEFER\n": sysfs.PortActiveDefer,
-		"6: UNKNOWN\n": 6,
-	}, []string{"", "ACTIVE", "4:ACTIVE", "4: ", "-4: ACTIVE"})
+		"6: UNKNOWN\n": 6, "255: UNKNOWN\n": 255,
+	}, []string{"", "ACTIVE", "4:ACTIVE", "4: ", "-4: ACTIVE", "256: UNKNOWN", "260: UNKNOWN\n", "4294967300: UNKNOWN"})
 	checkParse(t, sysfs.ParsePhysState, map[string]sysfs.PhysState{
 		"1: Sleep\n": sysfs.PhysSleep, "2: Polling\n": sysfs.PhysPolling, "3: Disabled\n": sysfs.PhysDisabled,
 		"4: PortConfigurationTraining\n": sysfs.PhysPortConfigurationTraining, "5: LinkUp\n": sysfs.PhysLinkUp,
 		"6: LinkErrorRecovery\n": sysfs.PhysLinkErrorRecovery, "7: Phy Test\n": sysfs.PhysPhyTest, "0: <unknown>\n": 0,
-	}, []string{"", "LinkUp", "5:LinkUp"})
-	for s, want := range map[sysfs.PortState]string{sysfs.PortActive: "ACTIVE", sysfs.PortActiveDefer: "ACTIVE_DEFER", 6: "UNKNOWN", -1: "UNKNOWN"} {
+		"255: <unknown>\n": 255,
+	}, []string{"", "LinkUp", "5:LinkUp", "256: <unknown>", "261: <unknown>\n"})
+	for s, want := range map[sysfs.PortState]string{sysfs.PortNOP: "NOP", sysfs.PortActive: "ACTIVE", sysfs.PortActiveDefer: "ACTIVE_DEFER", 6: "UNKNOWN", 255: "UNKNOWN"} {
 		if got := s.String(); got != want {
 			t.Errorf("PortState(%d).String() = %q, want %q", s, got, want)
 		}
 	}
-	for s, want := range map[sysfs.PhysState]string{sysfs.PhysLinkUp: "LinkUp", sysfs.PhysPhyTest: "Phy Test", 0: "<unknown>", 8: "<unknown>"} {
+	for s, want := range map[sysfs.PhysState]string{sysfs.PhysLinkUp: "LinkUp", sysfs.PhysPhyTest: "Phy Test", 0: "<unknown>", 8: "<unknown>", 255: "<unknown>"} {
 		if got := s.String(); got != want {
 			t.Errorf("PhysState(%d).String() = %q, want %q", s, got, want)
 		}
@@ -127,6 +128,13 @@ func TestParseLinkLayer(t *testing.T) {
 	checkParse(t, sysfs.ParseLinkLayer, map[string]sysfs.LinkLayer{
 		"InfiniBand\n": sysfs.LinkLayerInfiniBand, "Ethernet\n": sysfs.LinkLayerEthernet, "Unknown\n": sysfs.LinkLayerUnspecified,
 	}, []string{"", "ethernet", "IB", "Ethernet\n\n"})
+	// String is ibv_devinfo's name, which differs from the file's for 0.
+	for l, want := range map[sysfs.LinkLayer]string{sysfs.LinkLayerUnspecified: "Unspecified", sysfs.LinkLayerInfiniBand: "InfiniBand",
+		sysfs.LinkLayerEthernet: "Ethernet", 3: "Unknown", 255: "Unknown"} {
+		if got := l.String(); got != want {
+			t.Errorf("LinkLayer(%d).String() = %q, want %q", l, got, want)
+		}
+	}
 }
 
 func TestParsePKey(t *testing.T) {
@@ -135,22 +143,44 @@ func TestParsePKey(t *testing.T) {
 	}, []string{"", "ffff", "0x", "0x10000", "-0x1", "0x-1", "0x+1", "65535", "0xfff_f", " 0xffff"})
 }
 
-func TestParseGIDType(t *testing.T) {
-	checkParse(t, sysfs.ParseGIDType, map[string]sysfs.GIDType{
-		"IB/RoCE v1\n": sysfs.GIDTypeIBRoCEv1, "RoCE v2\n": sysfs.GIDTypeRoCEv2,
+func TestParseGIDAttrType(t *testing.T) {
+	checkParse(t, sysfs.ParseGIDAttrType, map[string]sysfs.GIDAttrType{
+		"IB/RoCE v1\n": sysfs.GIDAttrIBRoCEv1, "RoCE v2\n": sysfs.GIDAttrRoCEv2,
 	}, []string{"", "RoCE v1", "IB", "roce v2", "RoCE v2 "})
 	for _, tc := range []struct {
-		t    sysfs.GIDType
+		t    sysfs.GIDAttrType
 		ll   sysfs.LinkLayer
-		want sysfs.VerbsGIDType
+		want sysfs.GIDType
 	}{
-		{sysfs.GIDTypeIBRoCEv1, sysfs.LinkLayerInfiniBand, sysfs.VerbsGIDTypeIB},
-		{sysfs.GIDTypeIBRoCEv1, sysfs.LinkLayerUnspecified, sysfs.VerbsGIDTypeIB},
-		{sysfs.GIDTypeIBRoCEv1, sysfs.LinkLayerEthernet, sysfs.VerbsGIDTypeRoCEv1},
-		{sysfs.GIDTypeRoCEv2, sysfs.LinkLayerEthernet, sysfs.VerbsGIDTypeRoCEv2},
+		{sysfs.GIDAttrIBRoCEv1, sysfs.LinkLayerInfiniBand, sysfs.GIDTypeIB},
+		{sysfs.GIDAttrIBRoCEv1, sysfs.LinkLayerUnspecified, sysfs.GIDTypeIB},
+		{sysfs.GIDAttrIBRoCEv1, sysfs.LinkLayerEthernet, sysfs.GIDTypeRoCEv1},
+		{sysfs.GIDAttrRoCEv2, sysfs.LinkLayerEthernet, sysfs.GIDTypeRoCEv2},
 	} {
 		if got := tc.t.Resolve(tc.ll); got != tc.want {
-			t.Errorf("%v.Resolve(%v) = %d, want %d", tc.t, tc.ll, got, tc.want)
+			t.Errorf("%v.Resolve(%v) = %v, want %v", tc.t, tc.ll, got, tc.want)
+		}
+	}
+	for typ, want := range map[sysfs.GIDType]string{sysfs.GIDTypeIB: "IB", sysfs.GIDTypeRoCEv1: "RoCE v1",
+		sysfs.GIDTypeRoCEv2: "RoCE v2", 3: "GIDType(3)", 1 << 31: "GIDType(2147483648)"} {
+		if got := typ.String(); got != want {
+			t.Errorf("GIDType(%d).String() = %q, want %q", typ, got, want)
+		}
+	}
+}
+
+func TestGID(t *testing.T) {
+	for _, tc := range []struct {
+		g    sysfs.GID
+		want string
+		zero bool
+	}{
+		{sysfs.GID{}, "::", true},
+		{mustAddr("fe80::250:56ff:fe8f:c5b3"), "fe80::250:56ff:fe8f:c5b3", false},
+		{mustAddr("::ffff:10.99.0.1"), "::ffff:10.99.0.1", false},
+	} {
+		if got := tc.g.String(); got != tc.want || tc.g.IsZero() != tc.zero || tc.g.Addr().String() != tc.want {
+			t.Errorf("GID % x: String %q, IsZero %v, Addr %v; want %q, %v", [16]byte(tc.g), got, tc.g.IsZero(), tc.g.Addr(), tc.want, tc.zero)
 		}
 	}
 }

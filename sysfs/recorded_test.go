@@ -44,9 +44,9 @@ func TestRecorded(t *testing.T) {
 					Ports: []sysfs.Port{{
 						Num: 1, State: sysfs.PortActive, PhysState: sysfs.PhysLinkUp, LinkLayer: sysfs.LinkLayerEthernet,
 						CapMask: 0x00010000, Rate: "10 Gb/sec (1X FDR10)",
-						GIDs: []sysfs.GID{
-							{Index: 0, GID: ll, Type: sysfs.GIDTypeRoCEv2, Netdev: netdev},
-							{Index: 1, GID: netip.MustParseAddr(fmt.Sprintf("::ffff:10.99.0.%d", i+1)).As16(), Type: sysfs.GIDTypeRoCEv2, Netdev: netdev},
+						GIDs: []sysfs.GIDEntry{
+							{Index: 0, GID: ll, Type: sysfs.GIDAttrRoCEv2, Netdev: netdev},
+							{Index: 1, GID: netip.MustParseAddr(fmt.Sprintf("::ffff:10.99.0.%d", i+1)).As16(), Type: sysfs.GIDAttrRoCEv2, Netdev: netdev},
 						},
 						PKeys: []uint16{0xffff},
 					}},

@@ -56,7 +56,7 @@ func editedTree(tb testing.TB, file string, edits map[string]string) *sysfstest.
 	return t
 }
 
-func mustAddr(s string) [16]byte { return netip.MustParseAddr(s).As16() }
+func mustAddr(s string) sysfs.GID { return netip.MustParseAddr(s).As16() }
 
 const (
 	rxeDir   = "sys/devices/virtual/infiniband/rxe0"
@@ -133,9 +133,9 @@ func TestSyntheticDevice(t *testing.T) {
 			Ports: []sysfs.Port{{
 				Num: 1, State: sysfs.PortActive, PhysState: sysfs.PhysLinkUp, LinkLayer: sysfs.LinkLayerEthernet,
 				CapMask: 0x00010000, Rate: "10 Gb/sec (1X FDR10)",
-				GIDs: []sysfs.GID{
-					{Index: 0, GID: mustAddr("fe80::250:56ff:fe8f:c5b3"), Type: sysfs.GIDTypeIBRoCEv1, Netdev: "va"},
-					{Index: 1, GID: mustAddr("::ffff:10.99.0.1"), Type: sysfs.GIDTypeRoCEv2, Netdev: "va"},
+				GIDs: []sysfs.GIDEntry{
+					{Index: 0, GID: mustAddr("fe80::250:56ff:fe8f:c5b3"), Type: sysfs.GIDAttrIBRoCEv1, Netdev: "va"},
+					{Index: 1, GID: mustAddr("::ffff:10.99.0.1"), Type: sysfs.GIDAttrRoCEv2, Netdev: "va"},
 				},
 				PKeys: []uint16{0xffff},
 			}},
@@ -155,9 +155,9 @@ func TestSyntheticDevice(t *testing.T) {
 			Ports: []sysfs.Port{{
 				Num: 1, State: sysfs.PortActive, PhysState: sysfs.PhysLinkUp, LinkLayer: sysfs.LinkLayerInfiniBand,
 				LID: 5, SMLID: 1, CapMask: 0xa651e848, Rate: "100 Gb/sec (4X EDR)",
-				GIDs: []sysfs.GID{
+				GIDs: []sysfs.GIDEntry{
 					// types/0 fails with EINVAL: IB/RoCE v1, as rdma-core reads it.
-					{Index: 0, GID: mustAddr("fe80::b859:9f03:d4:e6a2"), Type: sysfs.GIDTypeIBRoCEv1},
+					{Index: 0, GID: mustAddr("fe80::b859:9f03:d4:e6a2"), Type: sysfs.GIDAttrIBRoCEv1},
 				},
 				PKeys: []uint16{0xffff, 0, 0x8001},
 			}},
@@ -178,7 +178,7 @@ func TestSyntheticDevice(t *testing.T) {
 				Num: 1, State: sysfs.PortInit, PhysState: sysfs.PhysLinkUp, LinkLayer: sysfs.LinkLayerInfiniBand,
 				LID: 0xffff, CapMask: 0x00410022, Rate: "100 Gb/sec (4X EDR)",
 				// No gid_attrs directory (kernels before 4.5): IB/RoCE v1.
-				GIDs:  []sysfs.GID{{Index: 0, GID: mustAddr("fe80::11:7501:179:e5a2"), Type: sysfs.GIDTypeIBRoCEv1}},
+				GIDs:  []sysfs.GIDEntry{{Index: 0, GID: mustAddr("fe80::11:7501:179:e5a2"), Type: sysfs.GIDAttrIBRoCEv1}},
 				PKeys: []uint16{0xffff},
 			}},
 			Problem: sysfs.ErrNoCharDev,
@@ -219,19 +219,19 @@ func TestReadGID(t *testing.T) {
 	for _, tc := range []struct {
 		dev         string
 		port, index int
-		want        sysfs.GID
+		want        sysfs.GIDEntry
 		wantErr     error
 	}{
-		{"rxe0", 1, 0, sysfs.GID{Index: 0, GID: mustAddr("fe80::250:56ff:fe8f:c5b3"), Type: sysfs.GIDTypeIBRoCEv1, Netdev: "va"}, nil},
-		{"rxe0", 1, 1, sysfs.GID{Index: 1, GID: mustAddr("::ffff:10.99.0.1"), Type: sysfs.GIDTypeRoCEv2, Netdev: "va"}, nil},
-		{"rxe0", 1, 2, sysfs.GID{}, sysfs.ErrGIDEmpty},
-		{"rxe0", 1, 3, sysfs.GID{}, unix.ENODATA},
-		{"rxe0", 1, 4, sysfs.GID{}, fs.ErrNotExist}, // past the table
-		{"rxe0", 2, 0, sysfs.GID{}, fs.ErrNotExist}, // no such port
-		{"rxe0", -1, 0, sysfs.GID{}, fs.ErrInvalid},
-		{"rxe9", 1, 0, sysfs.GID{}, sysfs.ErrNoDevice},
-		{"siw0", 1, 0, sysfs.GID{Index: 0, GID: mustAddr("250:56ff:fe00:1::"), Type: sysfs.GIDTypeIBRoCEv1, Netdev: "eth0"}, nil},
-		{"mlx5_0", 1, 0, sysfs.GID{Index: 0, GID: mustAddr("fe80::b859:9f03:d4:e6a2"), Type: sysfs.GIDTypeIBRoCEv1}, nil},
+		{"rxe0", 1, 0, sysfs.GIDEntry{Index: 0, GID: mustAddr("fe80::250:56ff:fe8f:c5b3"), Type: sysfs.GIDAttrIBRoCEv1, Netdev: "va"}, nil},
+		{"rxe0", 1, 1, sysfs.GIDEntry{Index: 1, GID: mustAddr("::ffff:10.99.0.1"), Type: sysfs.GIDAttrRoCEv2, Netdev: "va"}, nil},
+		{"rxe0", 1, 2, sysfs.GIDEntry{}, sysfs.ErrGIDEmpty},
+		{"rxe0", 1, 3, sysfs.GIDEntry{}, unix.ENODATA},
+		{"rxe0", 1, 4, sysfs.GIDEntry{}, fs.ErrNotExist}, // past the table
+		{"rxe0", 2, 0, sysfs.GIDEntry{}, fs.ErrNotExist}, // no such port
+		{"rxe0", -1, 0, sysfs.GIDEntry{}, fs.ErrInvalid},
+		{"rxe9", 1, 0, sysfs.GIDEntry{}, sysfs.ErrNoDevice},
+		{"siw0", 1, 0, sysfs.GIDEntry{Index: 0, GID: mustAddr("250:56ff:fe00:1::"), Type: sysfs.GIDAttrIBRoCEv1, Netdev: "eth0"}, nil},
+		{"mlx5_0", 1, 0, sysfs.GIDEntry{Index: 0, GID: mustAddr("fe80::b859:9f03:d4:e6a2"), Type: sysfs.GIDAttrIBRoCEv1}, nil},
 	} {
 		got, err := f.ReadGID(tc.dev, tc.port, tc.index)
 		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
@@ -266,6 +266,10 @@ func TestMalformed(t *testing.T) {
 		{"node type missing", rxeDir + "/node_type", "", "rxe0", "", fs.ErrNotExist},
 		{"state words", rxePort + "/state", "-- " + rxePort + "/state --\nACTIVE\n", "rxe0", rxePort + "/state", nil},
 		{"phys state huge", rxePort + "/phys_state", "-- " + rxePort + "/phys_state --\n99999999999: LinkUp\n", "rxe0", rxePort + "/phys_state", nil},
+		// The kernel hands both states out as a u8: a number past 255 is
+		// refused, not cut down to a state it is not.
+		{"state past a u8", rxePort + "/state", "-- " + rxePort + "/state --\n260: ACTIVE\n", "rxe0", rxePort + "/state", nil},
+		{"phys state past a u8", rxePort + "/phys_state", "-- " + rxePort + "/phys_state --\n261: LinkUp\n", "rxe0", rxePort + "/phys_state", nil},
 		{"link layer", rxePort + "/link_layer", "-- " + rxePort + "/link_layer --\nethernet\n", "rxe0", rxePort + "/link_layer", nil},
 		{"lid decimal", rxePort + "/lid", "-- " + rxePort + "/lid --\n5\n", "rxe0", rxePort + "/lid", nil},
 		{"cap mask too wide", rxePort + "/cap_mask", "-- " + rxePort + "/cap_mask --\n0x100000000\n", "rxe0", rxePort + "/cap_mask", nil},

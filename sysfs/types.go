@@ -104,11 +104,16 @@ func (t Transport) String() string {
 	return "invalid transport"
 }
 
-// PortState is a port's logical state (kernel enum ib_port_state, the number
-// in the state file "4: ACTIVE"; the same numbers as ibv_port_state).
-type PortState int
+// PortState is a port's logical state (IBTA; the kernel's enum
+// ib_port_state, rdma-core's enum ibv_port_state). The kernel hands it out
+// as a u8 in the verbs port query (ib_uverbs_query_port_resp.state) and in
+// netlink's RDMA_NLDEV_ATTR_PORT_STATE, and as the number in sysfs's state
+// file ("4: ACTIVE"), which ParsePortState refuses past 255 rather than
+// truncate.
+type PortState uint8
 
-// Port states.
+// Port states, numbered as IB_PORT_* and IBV_PORT_*. NOP ("no state
+// change") keeps the IBTA's capitals, as the kernel and rdma-core do.
 const (
 	PortNOP         PortState = 0
 	PortDown        PortState = 1
@@ -120,20 +125,26 @@ const (
 
 var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
 
-// String names the state as the kernel's state file does ("ACTIVE");
-// numbers it does not know are "UNKNOWN", as there.
+// String names the state as the kernel's state file and iproute2's rdma
+// link do ("ACTIVE"); numbers past PortActiveDefer are "UNKNOWN", as there.
+// ibv_devinfo's "PORT_ACTIVE" is that tool's own spelling, kept by the
+// programs that print it.
 func (s PortState) String() string {
-	if s >= 0 && int(s) < len(portStateNames) {
+	if int(s) < len(portStateNames) {
 		return portStateNames[s]
 	}
 	return "UNKNOWN"
 }
 
-// PhysState is a port's physical state (the number in the phys_state file
-// "5: LinkUp").
-type PhysState int
+// PhysState is a port's physical state (IBTA; the kernel's enum
+// ib_port_phys_state). The kernel hands it out as a u8 in the verbs port
+// query (ib_uverbs_query_port_resp.phys_state) and in netlink's
+// RDMA_NLDEV_ATTR_PORT_PHYS_STATE, and as the number in sysfs's phys_state
+// file ("5: LinkUp"), which ParsePhysState refuses past 255 rather than
+// truncate. 0, the IBTA's "no state change", has no constant.
+type PhysState uint8
 
-// Physical port states (IBTA; kernel enum ib_port_phys_state).
+// Physical port states (IB_PORT_PHYS_STATE_*).
 const (
 	PhysSleep                     PhysState = 1
 	PhysPolling                   PhysState = 2
@@ -148,29 +159,38 @@ var physStateNames = [...]string{"<unknown>", "Sleep", "Polling", "Disabled",
 	"PortConfigurationTraining", "LinkUp", "LinkErrorRecovery", "Phy Test"}
 
 // String names the state as the kernel's phys_state file does ("LinkUp");
-// numbers it does not know are "<unknown>", as there.
+// 0 and numbers past PhysPhyTest are "<unknown>", as there. ibv_devinfo
+// and iproute2 spell the states their own ways ("LINK_UP"), which the
+// programs that print them keep.
 func (s PhysState) String() string {
-	if s >= 0 && int(s) < len(physStateNames) {
+	if int(s) < len(physStateNames) {
 		return physStateNames[s]
 	}
 	return "<unknown>"
 }
 
-// LinkLayer is a port's link layer, numbered as rdma-core's
-// IBV_LINK_LAYER_* (and the kernel's enum rdma_link_layer).
-type LinkLayer int
+// LinkLayer is a port's link layer: rdma-core's IBV_LINK_LAYER_* (and the
+// kernel's enum rdma_link_layer), a u8 in the verbs port query
+// (ib_uverbs_query_port_resp.link_layer). sysfs's link_layer file names it
+// instead ("InfiniBand", "Ethernet", "Unknown"): see ParseLinkLayer.
+type LinkLayer uint8
 
-// Link layers.
+// Link layers. LinkLayerUnspecified is what kernels from before the field
+// existed report; rdma-core takes it for InfiniBand (see
+// GIDAttrType.Resolve).
 const (
 	LinkLayerUnspecified LinkLayer = 0
 	LinkLayerInfiniBand  LinkLayer = 1
 	LinkLayerEthernet    LinkLayer = 2
 )
 
-// String names the link layer as the kernel's link_layer file does
-// ("InfiniBand", "Ethernet"; "Unknown" for anything else).
+// String names the link layer as ibv_devinfo does: "Unspecified",
+// "InfiniBand", "Ethernet", and "Unknown" for any other number. (The
+// kernel's link_layer file writes "Unknown" for LinkLayerUnspecified too.)
 func (l LinkLayer) String() string {
 	switch l {
+	case LinkLayerUnspecified:
+		return "Unspecified"
 	case LinkLayerInfiniBand:
 		return "InfiniBand"
 	case LinkLayerEthernet:
@@ -179,50 +199,84 @@ func (l LinkLayer) String() string {
 	return "Unknown"
 }
 
-// GIDType is a GID's type as sysfs names it in gid_attrs/types. sysfs does
-// not tell IB from RoCE v1; the port's link layer does (rdma-core's
-// query_sysfs_gid_entry): see [GIDType.Resolve].
-type GIDType int
+// GID is a 128-bit port address, the entry of a port's GID table: an IPv6
+// address in network byte order (an IPv4-mapped one for a RoCE GID made
+// from an IPv4 netdev address).
+type GID [16]byte
 
-// GID types as sysfs knows them.
+// Addr returns the GID as an IPv6 address.
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g) }
+
+// IsZero reports whether the GID is all zero: an empty table slot.
+func (g GID) IsZero() bool { return g == GID{} }
+
+// String formats the GID as an IPv6 address ("fe80::250:56ff:fe8f:c5b3",
+// "::ffff:10.99.0.1"), which is how RoCE GIDs are usually shown.
+func (g GID) String() string { return g.Addr().String() }
+
+// GIDType is a GID's type as the verbs API numbers it: rdma-core's enum
+// ibv_gid_type and the kernel's IB_UVERBS_GID_TYPE_*. The kernel's GID
+// query carries it as a u32 (ib_uverbs_gid_entry.gid_type), so that is
+// its size: a number this package does not know is kept, not cut down to
+// one it does.
+type GIDType uint32
+
+// GID types (IBV_GID_TYPE_*).
 const (
-	GIDTypeIBRoCEv1 GIDType = 0 // "IB/RoCE v1"
-	GIDTypeRoCEv2   GIDType = 1 // "RoCE v2"
+	GIDTypeIB     GIDType = 0
+	GIDTypeRoCEv1 GIDType = 1
+	GIDTypeRoCEv2 GIDType = 2
 )
 
-// String returns the name the kernel writes to gid_attrs/types.
+// String names the type ("IB", "RoCE v1", "RoCE v2"); other numbers print
+// as "GIDType(7)".
 func (t GIDType) String() string {
 	switch t {
-	case GIDTypeIBRoCEv1:
-		return "IB/RoCE v1"
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "RoCE v1"
 	case GIDTypeRoCEv2:
 		return "RoCE v2"
 	}
-	return fmt.Sprintf("GIDType(%d)", int(t))
+	return fmt.Sprintf("GIDType(%d)", uint32(t))
 }
 
-// VerbsGIDType is a GID type as the verbs API numbers it (enum ibv_gid_type
-// and the kernel's IB_UVERBS_GID_TYPE_*): 0 IB, 1 RoCE v1, 2 RoCE v2.
-type VerbsGIDType int
+// GIDAttrType is a GID's type as sysfs's gid_attrs/types file names it
+// (rdma-core's enum ibv_gid_type_sysfs). The file does not tell IB from
+// RoCE v1, so it has two values where GIDType has three; the port's link
+// layer decides (see Resolve). It is a type of its own so that a value
+// read from sysfs cannot be taken for a verbs GIDType unresolved.
+type GIDAttrType uint8
 
-// Verbs GID types.
+// GID types as gid_attrs/types names them.
 const (
-	VerbsGIDTypeIB     VerbsGIDType = 0
-	VerbsGIDTypeRoCEv1 VerbsGIDType = 1
-	VerbsGIDTypeRoCEv2 VerbsGIDType = 2
+	GIDAttrIBRoCEv1 GIDAttrType = 0 // "IB/RoCE v1"
+	GIDAttrRoCEv2   GIDAttrType = 1 // "RoCE v2"
 )
+
+// String returns the name the kernel writes to gid_attrs/types.
+func (t GIDAttrType) String() string {
+	switch t {
+	case GIDAttrIBRoCEv1:
+		return "IB/RoCE v1"
+	case GIDAttrRoCEv2:
+		return "RoCE v2"
+	}
+	return fmt.Sprintf("GIDAttrType(%d)", uint8(t))
+}
 
 // Resolve turns the sysfs type into the verbs one the way rdma-core's
 // query_sysfs_gid_entry does: "IB/RoCE v1" is RoCE v1 on an Ethernet port and
 // IB otherwise (an unspecified link layer counts as InfiniBand).
-func (t GIDType) Resolve(ll LinkLayer) VerbsGIDType {
-	if t == GIDTypeRoCEv2 {
-		return VerbsGIDTypeRoCEv2
+func (t GIDAttrType) Resolve(ll LinkLayer) GIDType {
+	if t == GIDAttrRoCEv2 {
+		return GIDTypeRoCEv2
 	}
 	if ll == LinkLayerEthernet {
-		return VerbsGIDTypeRoCEv1
+		return GIDTypeRoCEv1
 	}
-	return VerbsGIDTypeIB
+	return GIDTypeIB
 }
 
 // DevNum is a character device number.
@@ -234,17 +288,19 @@ type DevNum struct {
 // String formats the number as sysfs's dev files do: "231:192".
 func (d DevNum) String() string { return fmt.Sprintf("%d:%d", d.Major, d.Minor) }
 
-// GID is one entry of a port's GID table.
-type GID struct {
-	Index  int      // the entry's index in the port's table
-	GID    [16]byte // network byte order
-	Type   GIDType
+// GIDEntry is one entry of a port's GID table as sysfs gives it
+// (ports/N/gids, gid_attrs/types, gid_attrs/ndevs). It holds less than the
+// entry of the kernel's GID query (uverbs.GIDEntry), because sysfs says
+// less: the type is the two-valued GIDAttrType until the port's link layer
+// resolves it, and the netdev is a name where the query gives an interface
+// index (the two meet only through the caller's network namespace). There
+// is no port number: the caller names the port.
+type GIDEntry struct {
+	Index  int // the entry's index in the port's table
+	GID    GID
+	Type   GIDAttrType
 	Netdev string // the netdev the entry belongs to; "" for none (InfiniBand)
 }
-
-// Addr returns the GID as an IPv6 address, which is how RoCE v2 GIDs are
-// usually shown (an IPv4-mapped address for an IPv4 netdev address).
-func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g.GID) }
 
 // Rate is a parsed port rate file, e.g. "2.5 Gb/sec (1X SDR)".
 type Rate struct {

@@ -56,7 +56,7 @@ func TestVMLive(t *testing.T) {
 		if _, err := sysfs.ParseRate(p.Rate); err != nil {
 			t.Errorf("%s rate: %v", d.Name, err)
 		}
-		wantGID := sysfs.GID{Index: vmenv.GIDIndex, GID: netip.MustParseAddr("::ffff:" + addr).As16(), Type: sysfs.GIDTypeRoCEv2, Netdev: netdev}
+		wantGID := sysfs.GIDEntry{Index: vmenv.GIDIndex, GID: netip.MustParseAddr("::ffff:" + addr).As16(), Type: sysfs.GIDAttrRoCEv2, Netdev: netdev}
 		found := false
 		for _, g := range p.GIDs {
 			rg, err := f.ReadGID(d.Name, 1, g.Index)
@@ -125,9 +125,9 @@ func TestVMRecordedShape(t *testing.T) {
 			d.NodeGUID, d.SysImageGUID, d.Driver = 0, 0, ""
 			d.Ports = append([]sysfs.Port(nil), d.Ports...)
 			for j := range d.Ports {
-				var idx []sysfs.GID
+				var idx []sysfs.GIDEntry
 				for _, g := range d.Ports[j].GIDs {
-					idx = append(idx, sysfs.GID{Index: g.Index, Type: g.Type, Netdev: g.Netdev})
+					idx = append(idx, sysfs.GIDEntry{Index: g.Index, Type: g.Type, Netdev: g.Netdev})
 				}
 				d.Ports[j].GIDs = idx
 			}

@@ -159,7 +159,7 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 	if err != nil {
 		return GIDEntry{}, fmt.Errorf("uverbs: query_gid on %s port %d index %d (sysfs): %w", c.name, port, index, err)
 	}
-	if linkLayer < 0 && g.Type != sysfs.GIDTypeRoCEv2 {
+	if linkLayer < 0 && g.Type != sysfs.GIDAttrRoCEv2 {
 		pa, err := c.QueryPort(port)
 		if err != nil {
 			return GIDEntry{}, err
@@ -167,10 +167,10 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 		linkLayer = int(pa.LinkLayer)
 	}
 	e := GIDEntry{
-		GID:   GID(g.GID),
+		GID:   g.GID,
 		Index: index,
 		Port:  port,
-		Type:  GIDType(g.Type.Resolve(sysfs.LinkLayer(linkLayer))),
+		Type:  g.Type.Resolve(LinkLayer(linkLayer)),
 	}
 	if g.Netdev != "" {
 		if ifi, err := net.InterfaceByName(g.Netdev); err == nil {

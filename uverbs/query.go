@@ -207,7 +207,7 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		InitTypeReply: r.InitTypeReply,
 		ActiveWidth:   r.ActiveWidth,
 		ActiveSpeed:   r.ActiveSpeed,
-		PhysState:     r.PhysState,
+		PhysState:     PhysState(r.PhysState),
 		LinkLayer:     LinkLayer(r.LinkLayer),
 		Flags:         r.Flags,
 		PortCapFlags2: resp.PortCapFlags2,

@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/goverbs/goverbs/sysfs"
 )
@@ -149,36 +148,42 @@ type PCIAtomicCaps struct {
 	CompareSwap uint16
 }
 
-// PortState is a port's logical state (enum ibv_port_state).
-type PortState uint8
+// PortState is a port's logical state (enum ibv_port_state), as
+// PortAttr.State reports it: DOWN, INIT, ARMED, ACTIVE. It is the type
+// sysfs.PortState under this package's name, so a state read here and one
+// read from sysfs or netlink compare directly. It is a uint8, the size the
+// kernel's port query gives it. String gives the kernel's and iproute2's
+// names ("ACTIVE"; numbers past PortActiveDefer are "UNKNOWN").
+type PortState = sysfs.PortState
 
-// Port states.
+// Port states (IBV_PORT_*; the same constants as sysfs's). PortNOP, "no
+// state change", keeps the IBTA's capitals.
 const (
-	PortNop         PortState = 0
-	PortDown        PortState = 1
-	PortInit        PortState = 2
-	PortArmed       PortState = 3
-	PortActive      PortState = 4
-	PortActiveDefer PortState = 5
+	PortNOP         PortState = sysfs.PortNOP
+	PortDown        PortState = sysfs.PortDown
+	PortInit        PortState = sysfs.PortInit
+	PortArmed       PortState = sysfs.PortArmed
+	PortActive      PortState = sysfs.PortActive
+	PortActiveDefer PortState = sysfs.PortActiveDefer
 )
 
-func (s PortState) String() string {
-	switch s {
-	case PortNop:
-		return "PORT_NOP"
-	case PortDown:
-		return "PORT_DOWN"
-	case PortInit:
-		return "PORT_INIT"
-	case PortArmed:
-		return "PORT_ARMED"
-	case PortActive:
-		return "PORT_ACTIVE"
-	case PortActiveDefer:
-		return "PORT_ACTIVE_DEFER"
-	}
-	return fmt.Sprintf("PortState(%d)", uint8(s))
-}
+// PhysState is a port's physical state (IBTA PortPhysicalState), as
+// PortAttr.PhysState reports it: LinkUp once the link is trained. It is
+// the type sysfs.PhysState under this package's name, a uint8 as in the
+// kernel's port query. String gives the kernel's phys_state names
+// ("LinkUp"; 0 and unknown numbers are "<unknown>").
+type PhysState = sysfs.PhysState
+
+// Physical port states (the same constants as sysfs's).
+const (
+	PhysSleep                     PhysState = sysfs.PhysSleep
+	PhysPolling                   PhysState = sysfs.PhysPolling
+	PhysDisabled                  PhysState = sysfs.PhysDisabled
+	PhysPortConfigurationTraining PhysState = sysfs.PhysPortConfigurationTraining
+	PhysLinkUp                    PhysState = sysfs.PhysLinkUp
+	PhysLinkErrorRecovery         PhysState = sysfs.PhysLinkErrorRecovery
+	PhysPhyTest                   PhysState = sysfs.PhysPhyTest
+)
 
 // MTU is the enum ibv_mtu encoding of a path MTU.
 type MTU uint8
@@ -207,27 +212,20 @@ func (m MTU) String() string {
 	return fmt.Sprintf("MTU(%d)", uint8(m))
 }
 
-// LinkLayer is a port's link layer (IBV_LINK_LAYER_*).
-type LinkLayer uint8
+// LinkLayer is a port's link layer (IBV_LINK_LAYER_*), as
+// PortAttr.LinkLayer reports it: InfiniBand, or Ethernet for RoCE. It is
+// the type sysfs.LinkLayer under this package's name, a uint8 as in the
+// kernel's port query. String gives ibv_devinfo's names ("InfiniBand",
+// "Ethernet", "Unspecified" for 0, "Unknown" for other numbers).
+type LinkLayer = sysfs.LinkLayer
 
-// Link layers.
+// Link layers (the same constants as sysfs's). LinkLayerUnspecified is what
+// kernels from before the field report; it counts as InfiniBand.
 const (
-	LinkLayerUnspecified LinkLayer = 0
-	LinkLayerInfiniBand  LinkLayer = 1
-	LinkLayerEthernet    LinkLayer = 2
+	LinkLayerUnspecified LinkLayer = sysfs.LinkLayerUnspecified
+	LinkLayerInfiniBand  LinkLayer = sysfs.LinkLayerInfiniBand
+	LinkLayerEthernet    LinkLayer = sysfs.LinkLayerEthernet
 )
-
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerUnspecified:
-		return "Unspecified"
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "Unknown"
-}
 
 // PortAttr is what QueryPort reports (ibv_port_attr).
 type PortAttr struct {
@@ -249,7 +247,7 @@ type PortAttr struct {
 	InitTypeReply uint8
 	ActiveWidth   uint8
 	ActiveSpeed   uint8
-	PhysState     uint8
+	PhysState     PhysState
 	LinkLayer     LinkLayer
 	Flags         uint8
 	PortCapFlags2 uint16 // only the ioctl path reports it
@@ -258,42 +256,33 @@ type PortAttr struct {
 	ActiveSpeedEx uint32
 }
 
-// GID is a 128-bit port address.
-type GID [16]byte
+// GID is a 128-bit port address, an entry of a port's GID table: an IPv6
+// address in network byte order (IPv4-mapped for a RoCE v2 GID made from an
+// IPv4 address). It is the type sysfs.GID under this package's name, with
+// Addr (the netip.Addr), IsZero (an empty table slot) and String (the
+// address's text, "fe80::250:56ff:fe8f:c5b3").
+type GID = sysfs.GID
 
-// Addr returns the GID as an IPv6 address (an IPv4-mapped one for RoCE v2
-// GIDs derived from IPv4 addresses).
-func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g) }
+// GIDType is the kind of a GID table entry (enum ibv_gid_type): IB, RoCE v1
+// or RoCE v2. It is the type sysfs.GIDType under this package's name, a
+// uint32 as in the kernel's GID query. (What sysfs's gid_attrs/types file
+// says is sysfs.GIDAttrType, which cannot tell IB from RoCE v1.) String
+// gives "IB", "RoCE v1", "RoCE v2", or "GIDType(n)" for another number.
+type GIDType = sysfs.GIDType
 
-// IsZero reports whether the GID is all zero (an empty table slot).
-func (g GID) IsZero() bool { return g == GID{} }
-
-// String formats the GID as an IPv6 address.
-func (g GID) String() string { return g.Addr().String() }
-
-// GIDType is the kind of a GID table entry.
-type GIDType uint8
-
-// GID types (enum ibv_gid_type).
+// GID types (IBV_GID_TYPE_*; the same constants as sysfs's).
 const (
-	GIDTypeIB     GIDType = 0
-	GIDTypeRoCEv1 GIDType = 1
-	GIDTypeRoCEv2 GIDType = 2
+	GIDTypeIB     GIDType = sysfs.GIDTypeIB
+	GIDTypeRoCEv1 GIDType = sysfs.GIDTypeRoCEv1
+	GIDTypeRoCEv2 GIDType = sysfs.GIDTypeRoCEv2
 )
 
-func (t GIDType) String() string {
-	switch t {
-	case GIDTypeIB:
-		return "IB"
-	case GIDTypeRoCEv1:
-		return "RoCE v1"
-	case GIDTypeRoCEv2:
-		return "RoCE v2"
-	}
-	return fmt.Sprintf("GIDType(%d)", uint8(t))
-}
-
-// GIDEntry is one GID table entry.
+// GIDEntry is one GID table entry, as QueryGID and QueryGIDTable report it
+// (ibv_gid_entry). It is not sysfs.GIDEntry: the kernel's GID query says
+// which port the entry is on, resolves the type to IB, RoCE v1 or RoCE v2,
+// and names the netdev by interface index, where sysfs has the two-valued
+// gid_attrs type and the netdev's name. On kernels without the query this
+// package builds the entry from sysfs's as rdma-core does.
 type GIDEntry struct {
 	GID           GID
 	Index         int   // the GID index (ConnectAttr.SGIDIndex, GlobalRoute.SGIDIndex)

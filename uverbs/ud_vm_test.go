@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -182,8 +181,8 @@ func TestUDSendRecv(t *testing.T) {
 				}
 			}
 			got := udPoll(t, path.to.rcq, len(recvs))
-			fromIP := netip.AddrFrom16(path.from.gid.GID).Unmap().As4()
-			toIP := netip.AddrFrom16(path.to.gid.GID).Unmap().As4()
+			fromIP := path.from.gid.GID.Addr().Unmap().As4()
+			toIP := path.to.gid.GID.Addr().Unmap().As4()
 			k := 0
 			for i, m := range msgs {
 				if m.qkey != 0 || m.n > mtu {

@@ -72,6 +72,7 @@ func transportStr(t int) string {
 	return "invalid transport"
 }
 
+// portStateStr is ibv_devinfo's spelling of the port state.
 func portStateStr(s uverbs.PortState) string {
 	switch s {
 	case uverbs.PortDown:
@@ -86,21 +87,22 @@ func portStateStr(s uverbs.PortState) string {
 	return "invalid state"
 }
 
-func physStateStr(s uint8) string {
+// physStateStr is ibv_devinfo's spelling of the physical state.
+func physStateStr(s uverbs.PhysState) string {
 	switch s {
-	case 1:
+	case uverbs.PhysSleep:
 		return "SLEEP"
-	case 2:
+	case uverbs.PhysPolling:
 		return "POLLING"
-	case 3:
+	case uverbs.PhysDisabled:
 		return "DISABLED"
-	case 4:
+	case uverbs.PhysPortConfigurationTraining:
 		return "PORT_CONFIGURATION TRAINNING" // sic, as ibv_devinfo
-	case 5:
+	case uverbs.PhysLinkUp:
 		return "LINK_UP"
-	case 6:
+	case uverbs.PhysLinkErrorRecovery:
 		return "LINK_ERROR_RECOVERY"
-	case 7:
+	case uverbs.PhysPhyTest:
 		return "PHY TEST"
 	}
 	return "invalid physical state"

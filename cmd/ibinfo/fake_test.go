@@ -128,6 +128,8 @@ func (f fieldRef) set(v uint64) {
 		*p = uverbs.AtomicCap(v)
 	case *uverbs.PortState:
 		*p = uverbs.PortState(v)
+	case *uverbs.PhysState:
+		*p = uverbs.PhysState(v)
 	case *uverbs.MTU:
 		*p = uverbs.MTU(v)
 	case *uverbs.LinkLayer:
@@ -152,6 +154,8 @@ func (f fieldRef) get() uint64 {
 	case *uverbs.AtomicCap:
 		return uint64(*p)
 	case *uverbs.PortState:
+		return uint64(*p)
+	case *uverbs.PhysState:
 		return uint64(*p)
 	case *uverbs.MTU:
 		return uint64(*p)

@@ -256,7 +256,7 @@ func nodeTypeName(t int) string {
 // portStateName is rdma link's state word.
 func portStateName(s uverbs.PortState) string {
 	switch s {
-	case uverbs.PortNop:
+	case uverbs.PortNOP:
 		return "NOP"
 	case uverbs.PortDown:
 		return "DOWN"
@@ -273,23 +273,23 @@ func portStateName(s uverbs.PortState) string {
 }
 
 // physStateName is rdma link's physical_state word.
-func physStateName(s uint8) string {
+func physStateName(s uverbs.PhysState) string {
 	switch s {
 	case 0:
 		return "NO_STATE_CHANGE"
-	case 1:
+	case uverbs.PhysSleep:
 		return "SLEEP"
-	case 2:
+	case uverbs.PhysPolling:
 		return "POLLING"
-	case 3:
+	case uverbs.PhysDisabled:
 		return "DISABLED"
-	case 4:
+	case uverbs.PhysPortConfigurationTraining:
 		return "PORT_CONFIGURATION_TRAINING"
-	case 5:
+	case uverbs.PhysLinkUp:
 		return "LINK_UP"
-	case 6:
+	case uverbs.PhysLinkErrorRecovery:
 		return "LINK_ERROR_RECOVERY"
-	case 7:
+	case uverbs.PhysPhyTest:
 		return "PHY_TEST"
 	}
 	return fmt.Sprintf("UNKNOWN(%d)", s)

@@ -362,6 +362,15 @@ func TestParseArgsFlagsRefused(t *testing.T) {
 	}
 }
 
+func TestPortStateName(t *testing.T) {
+	for s, want := range map[uverbs.PortState]string{uverbs.PortNOP: "PORT_NOP", uverbs.PortDown: "PORT_DOWN",
+		uverbs.PortActive: "PORT_ACTIVE", uverbs.PortActiveDefer: "PORT_ACTIVE_DEFER", 6: "PortState(6)"} {
+		if got := portStateName(s); got != want {
+			t.Errorf("portStateName(%d) = %q, want %q", s, got, want)
+		}
+	}
+}
+
 func TestCAltHex(t *testing.T) {
 	for _, tc := range []struct {
 		v     uint64

@@ -141,6 +141,15 @@ func (p *perf) bestGID() (int, error) {
 	return best, nil
 }
 
+// portStateName spells a port state as ibperf's port check prints it: enum
+// ibv_port_state's constant less its IBV_ prefix ("PORT_DOWN").
+func portStateName(s uverbs.PortState) string {
+	if s <= uverbs.PortActiveDefer {
+		return "PORT_" + s.String()
+	}
+	return fmt.Sprintf("PortState(%d)", uint8(s))
+}
+
 func isV4Mapped(g uverbs.GID) bool {
 	return [12]byte(g[:12]) == [12]byte{10: 0xff, 11: 0xff}
 }
@@ -156,7 +165,7 @@ func (p *perf) setupDevice() error {
 		return p.fail(err, " Unable to query port %d attributes", c.ibPort)
 	}
 	if p.port.State != uverbs.PortActive {
-		return p.fail(nil, " Port number %d state is %s", c.ibPort, p.port.State)
+		return p.fail(nil, " Port number %d state is %s", c.ibPort, portStateName(p.port.State))
 	}
 	p.gidIdx = c.gidIdx
 	if p.port.LinkLayer == uverbs.LinkLayerEthernet && p.gidIdx == -1 {
