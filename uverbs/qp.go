@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -407,5 +406,3 @@ func (a qpCleanup) run() {
 	}
 	a.prov.Destroyed()
 }
-
-var _ = errors.New
