@@ -18,6 +18,7 @@ func (c *context) NewCQ(cqe int) (provider.CQ, error) { return &cq{life: c.life}
 type cq struct {
 	resp   abi.RXECreateCQResp
 	resize abi.RXEResizeCQResp
+	link   tracked // in the context's list of mapped objects
 
 	life *lifetime
 	mu   sync.Mutex
@@ -40,13 +41,13 @@ func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
 	c.q = q
 	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
 	c.mu.Unlock()
-	c.life.track(c)
+	c.life.track(&c.link, c)
 	return nil
 }
 
 // Destroyed implements provider.CQ.
 func (c *cq) Destroyed() error {
-	c.life.untrack(c)
+	c.life.untrack(&c.link)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.q.unmap()

@@ -32,6 +32,7 @@ func (c *context) NewQP(init provider.QPInit) (provider.QP, error) {
 // process.
 type qp struct {
 	resp abi.RXECreateQPResp
+	link tracked // in the context's list of mapped objects
 	sendQueue
 	recvQueue // q nil with an SRQ
 }
@@ -66,13 +67,13 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 		q.recvQueue.q = rq
 		q.recvQueue.maxSGE = min(int(caps.MaxRecvSGE), (rq.elemSize-recvWQESize)/sgeSize)
 	}
-	q.sendQueue.life.track(q)
+	q.sendQueue.life.track(&q.link, q)
 	return nil
 }
 
 // Destroyed implements provider.QP.
 func (q *qp) Destroyed() error {
-	q.sendQueue.life.untrack(q)
+	q.sendQueue.life.untrack(&q.link)
 	q.sendQueue.mu.Lock()
 	err := q.sendQueue.q.unmap()
 	q.sendQueue.q = nil

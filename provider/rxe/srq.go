@@ -27,6 +27,7 @@ func (c *context) NewTypedSRQ(init provider.SRQInit) (provider.SRQ, error) {
 // process, replaced by a new mapping when the kernel resizes it.
 type srq struct {
 	resp   abi.RXECreateSRQResp
+	link   tracked    // in the context's list of mapped objects
 	modMI  abi.MMInfo // the kernel writes here on resize
 	modCmd abi.RXEModifySRQCmd
 	life   *lifetime
@@ -48,7 +49,7 @@ func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32)
 	s.q = q
 	s.maxSGE = min(int(maxSGE), (q.elemSize-recvWQESize)/sgeSize)
 	s.mu.Unlock()
-	s.life.track(s)
+	s.life.track(&s.link, s)
 	return nil
 }
 
@@ -79,7 +80,7 @@ func (s *srq) Modified(conn *transport.Conn, resized bool) error {
 
 // Destroyed implements provider.SRQ.
 func (s *srq) Destroyed() error {
-	s.life.untrack(s)
+	s.life.untrack(&s.link)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.q.unmap()
