@@ -363,8 +363,8 @@ func TestParseArgsFlagsRefused(t *testing.T) {
 }
 
 func TestPortStateName(t *testing.T) {
-	for s, want := range map[uverbs.PortState]string{uverbs.PortNOP: "PORT_NOP", uverbs.PortDown: "PORT_DOWN",
-		uverbs.PortActive: "PORT_ACTIVE", uverbs.PortActiveDefer: "PORT_ACTIVE_DEFER", 6: "PortState(6)"} {
+	for s, want := range map[uverbs.PortState]string{uverbs.PortNOP: "Nop", uverbs.PortDown: "Down",
+		uverbs.PortInit: "Init", uverbs.PortArmed: "Armed", uverbs.PortActiveDefer: "Active Defer", 6: "PortState(6)"} {
 		if got := portStateName(s); got != want {
 			t.Errorf("portStateName(%d) = %q, want %q", s, got, want)
 		}

@@ -141,11 +141,13 @@ func (p *perf) bestGID() (int, error) {
 	return best, nil
 }
 
-// portStateName spells a port state as ibperf's port check prints it: enum
-// ibv_port_state's constant less its IBV_ prefix ("PORT_DOWN").
+// portStateName spells a port state as perftest's check_link prints it
+// (its portStates table: "Down", "Init", ...; ACTIVE, never printed, is
+// empty there too).
 func portStateName(s uverbs.PortState) string {
-	if s <= uverbs.PortActiveDefer {
-		return "PORT_" + s.String()
+	names := [...]string{"Nop", "Down", "Init", "Armed", "", "Active Defer"}
+	if int(s) < len(names) {
+		return names[s]
 	}
 	return fmt.Sprintf("PortState(%d)", uint8(s))
 }
