@@ -1,5 +1,27 @@
 #include "textflag.h"
 
+// DBREC stores the argument val, big endian, in the doorbell record at the
+// argument dbrec, then fences it (mmio_wc_start) before the register
+// writes that follow; it uses AX and BX.
+#define DBREC \
+	MOVQ   dbrec+0(FP), AX; \
+	MOVL   val+8(FP), BX; \
+	BSWAPL BX; \
+	MOVL   BX, (AX); \
+	SFENCE
+
+// COPY64 copies the 64-byte block at SI to DI in four 16-byte stores, in
+// ascending address order; it uses X0-X3.
+#define COPY64 \
+	MOVOU 0(SI), X0; \
+	MOVOU 16(SI), X1; \
+	MOVOU 32(SI), X2; \
+	MOVOU 48(SI), X3; \
+	MOVOU X0, 0(DI); \
+	MOVOU X1, 16(DI); \
+	MOVOU X2, 32(DI); \
+	MOVOU X3, 48(DI)
+
 // func ringDoorbell(dbrec *uint32, val uint32, reg, ctrl unsafe.Pointer)
 TEXT ·ringDoorbell(SB), NOSPLIT, $0-32
 	MOVQ   dbrec+0(FP), AX
@@ -16,11 +38,7 @@ TEXT ·ringDoorbell(SB), NOSPLIT, $0-32
 
 // func ringBlueFlame(dbrec *uint32, val uint32, reg, src unsafe.Pointer, blocks int, ringStart, ringEnd unsafe.Pointer)
 TEXT ·ringBlueFlame(SB), NOSPLIT, $0-56
-	MOVQ   dbrec+0(FP), AX
-	MOVL   val+8(FP), BX
-	BSWAPL BX
-	MOVL   BX, (AX)
-	SFENCE
+	DBREC
 	MOVQ   reg+16(FP), DI
 	MOVQ   src+24(FP), SI
 	MOVQ   blocks+32(FP), CX
@@ -30,14 +48,7 @@ TEXT ·ringBlueFlame(SB), NOSPLIT, $0-56
 	JLE    done
 
 loop:
-	MOVOU 0(SI), X0
-	MOVOU 16(SI), X1
-	MOVOU 32(SI), X2
-	MOVOU 48(SI), X3
-	MOVOU X0, 0(DI)
-	MOVOU X1, 16(DI)
-	MOVOU X2, 32(DI)
-	MOVOU X3, 48(DI)
+	COPY64
 	ADDQ $64, SI
 	ADDQ $64, DI
 	CMPQ SI, R9
@@ -62,20 +73,9 @@ TEXT ·storeDBRec(SB), NOSPLIT, $0-12
 
 // func ringBlueFlame64(dbrec *uint32, val uint32, reg, src unsafe.Pointer)
 TEXT ·ringBlueFlame64(SB), NOSPLIT, $0-32
-	MOVQ   dbrec+0(FP), AX
-	MOVL   val+8(FP), BX
-	MOVQ   reg+16(FP), DI
-	MOVQ   src+24(FP), SI
-	BSWAPL BX
-	MOVL   BX, (AX)
-	SFENCE
-	MOVOU  0(SI), X0
-	MOVOU  16(SI), X1
-	MOVOU  32(SI), X2
-	MOVOU  48(SI), X3
-	MOVOU  X0, 0(DI)
-	MOVOU  X1, 16(DI)
-	MOVOU  X2, 32(DI)
-	MOVOU  X3, 48(DI)
+	DBREC
+	MOVQ reg+16(FP), DI
+	MOVQ src+24(FP), SI
+	COPY64
 	SFENCE
 	RET

@@ -3,6 +3,18 @@
 // DSB ST (option 0b1110) is rdma-core's udma_to_device_barrier and
 // mmio_flush_writes on aarch64.
 
+// DBREC stores the argument val, big endian, in the doorbell record at the
+// argument dbrec after the WQEs (udma_to_device_barrier), then fences it
+// (mmio_wc_start) before the register writes that follow; it uses R0 and
+// R1.
+#define DBREC \
+	MOVD  dbrec+0(FP), R0; \
+	MOVWU val+8(FP), R1; \
+	REVW  R1, R1; \
+	DSB   $0xe; \
+	MOVW  R1, (R0); \
+	DSB   $0xe
+
 // func ringDoorbell(dbrec *uint32, val uint32, reg, ctrl unsafe.Pointer)
 TEXT ·ringDoorbell(SB), NOSPLIT, $0-32
 	MOVD  dbrec+0(FP), R0
@@ -20,17 +32,12 @@ TEXT ·ringDoorbell(SB), NOSPLIT, $0-32
 
 // func ringBlueFlame(dbrec *uint32, val uint32, reg, src unsafe.Pointer, blocks int, ringStart, ringEnd unsafe.Pointer)
 TEXT ·ringBlueFlame(SB), NOSPLIT, $0-56
-	MOVD  dbrec+0(FP), R0
-	MOVWU val+8(FP), R1
+	DBREC
 	MOVD  reg+16(FP), R2
 	MOVD  src+24(FP), R3
 	MOVD  blocks+32(FP), R4
 	MOVD  ringStart+40(FP), R5
 	MOVD  ringEnd+48(FP), R6
-	REVW  R1, R1
-	DSB   $0xe
-	MOVW  R1, (R0)
-	DSB   $0xe
 	CMP   $0, R4
 	BLE   done
 
@@ -60,14 +67,9 @@ TEXT ·storeDBRec(SB), NOSPLIT, $0-12
 
 // func ringBlueFlame64(dbrec *uint32, val uint32, reg, src unsafe.Pointer)
 TEXT ·ringBlueFlame64(SB), NOSPLIT, $0-32
-	MOVD  dbrec+0(FP), R0
-	MOVWU val+8(FP), R1
+	DBREC
 	MOVD  reg+16(FP), R2
 	MOVD  src+24(FP), R3
-	REVW  R1, R1
-	DSB   $0xe
-	MOVW  R1, (R0)
-	DSB   $0xe
 	VLD1  (R3), [V0.D2, V1.D2, V2.D2, V3.D2]
 	VST1  [V0.D2, V1.D2, V2.D2, V3.D2], (R2)
 	DSB   $0xe
