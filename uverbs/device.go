@@ -144,8 +144,9 @@ func (d deviceInfo) provider() (provider.Provider, error) {
 // sysfsGIDEntry answers a GID query from sysfs the way rdma-core's
 // fallback does: an "IB/RoCE v1" type means RoCE v1 on Ethernet and IB
 // otherwise, the netdev name becomes its ifindex, and an all-zero GID is
-// an empty slot (ENODATA). linkLayer < 0 means "query the port".
-func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry, error) {
+// an empty slot (ENODATA). pa is the port's attributes if the caller has
+// them; nil queries the port when the type needs its link layer.
+func (c *Context) sysfsGIDEntry(port uint8, index int, pa *PortAttr) (GIDEntry, error) {
 	g, err := c.dev.sys.ReadGID(c.dev.name, int(port), index)
 	if errors.Is(err, unix.ENODATA) {
 		return GIDEntry{}, unix.ENODATA
@@ -159,18 +160,21 @@ func (c *Context) sysfsGIDEntry(port uint8, index int, linkLayer int) (GIDEntry,
 	if err != nil {
 		return GIDEntry{}, fmt.Errorf("uverbs: query_gid on %s port %d index %d (sysfs): %w", c.name, port, index, err)
 	}
-	if linkLayer < 0 && g.Type != sysfs.GIDAttrRoCEv2 {
-		pa, err := c.QueryPort(port)
+	var ll LinkLayer
+	if pa != nil {
+		ll = pa.LinkLayer
+	} else if g.Type != sysfs.GIDAttrRoCEv2 {
+		a, err := c.QueryPort(port)
 		if err != nil {
 			return GIDEntry{}, err
 		}
-		linkLayer = int(pa.LinkLayer)
+		ll = a.LinkLayer
 	}
 	e := GIDEntry{
 		GID:   g.GID,
 		Index: index,
 		Port:  port,
-		Type:  g.Type.Resolve(LinkLayer(linkLayer)),
+		Type:  g.Type.Resolve(ll),
 	}
 	if g.Netdev != "" {
 		if ifi, err := net.InterfaceByName(g.Netdev); err == nil {

@@ -45,7 +45,7 @@ func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 	err := c.conn.IoctlOrWrite("query_gid_entry", transport.OpQueryGID, q, func() error {
 		viaSysfs = true
 		var err error
-		out, err = c.sysfsGIDEntry(port, index, -1)
+		out, err = c.sysfsGIDEntry(port, index, nil)
 		return err
 	})
 	switch {
@@ -98,7 +98,7 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 		viaSysfs = true
 		for _, pa := range ports {
 			for i := 0; i < int(pa.attr.GIDTblLen); i++ {
-				e, err := c.sysfsGIDEntry(pa.num, i, int(pa.attr.LinkLayer))
+				e, err := c.sysfsGIDEntry(pa.num, i, &pa.attr)
 				if errors.Is(err, unix.ENODATA) {
 					continue
 				}

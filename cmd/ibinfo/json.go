@@ -253,21 +253,11 @@ func nodeTypeName(t int) string {
 	return "unknown"
 }
 
-// portStateName is rdma link's state word.
+// portStateName is rdma link's state word: PortState's own name, with the
+// number beside an unknown one.
 func portStateName(s uverbs.PortState) string {
-	switch s {
-	case uverbs.PortNOP:
-		return "NOP"
-	case uverbs.PortDown:
-		return "DOWN"
-	case uverbs.PortInit:
-		return "INIT"
-	case uverbs.PortArmed:
-		return "ARMED"
-	case uverbs.PortActive:
-		return "ACTIVE"
-	case uverbs.PortActiveDefer:
-		return "ACTIVE_DEFER"
+	if s <= uverbs.PortActiveDefer {
+		return s.String()
 	}
 	return fmt.Sprintf("UNKNOWN(%d)", uint8(s))
 }
