@@ -64,8 +64,14 @@ func TestSummarize(t *testing.T) {
 	}
 	var b strings.Builder
 	printTable(&b, summarize(ms))
-	want := "| bw 64 B | MB/s | 2.00 (1.00–3.00) | 2.00 (2.00–2.00) | 1.000 | 5.00 (5.00–5.00) | 2/1/1 | FAIL c-go |"
+	want := "| bw 64 B | `-S 64 -C 100000 -I 1` | MB/s | 2.00 (1.00–3.00) | 2.00 (2.00–2.00) | 1.000 | overlap | 5.00 (5.00–5.00) | 2/1/1 | FAIL c-go |"
 	if !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "failure: bw 64 B: c-go rep 0: boom") {
 		t.Errorf("table:\n%s\nwant the row\n%s", b.String(), want)
+	}
+	// A case one tool has no figure for has no relation of ranges.
+	b.Reset()
+	printTable(&b, summarize(ms[:3]))
+	if want := "| 1.000 | – |"; strings.Contains(b.String(), want) || !strings.Contains(b.String(), "| – | – |") {
+		t.Errorf("table without C's figures:\n%s", b.String())
 	}
 }
