@@ -87,11 +87,9 @@ func nameOf(names []string, i int) string {
 	return "UNKNOWN"
 }
 
-var physStateJSON = []string{"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP", "LINK_ERROR_RECOVER", "PHY_TEST"}
-
 func portJSON(p Port) jsonObj {
 	o := jsonObj{"ifindex": num(p.DevIndex), "ifname": p.DevName, "port": num(p.Port),
-		"state": p.State.String(), "physical_state": nameOf(physStateJSON, int(p.PhysState))}
+		"state": p.State.String(), "physical_state": p.PhysState.RDMALinkName()}
 	if p.Netdev != "" {
 		o["netdev"], o["netdev_index"] = p.Netdev, num(p.NetdevIndex)
 	}

@@ -122,6 +122,14 @@ func TestParsePortStates(t *testing.T) {
 			t.Errorf("PhysState(%d).String() = %q, want %q", s, got, want)
 		}
 	}
+	// iproute2's rdma link words (rdma/link.c's phys_state_to_str).
+	for s, want := range map[sysfs.PhysState]string{0: "NOP", sysfs.PhysPolling: "POLLING",
+		sysfs.PhysPortConfigurationTraining: "ARMED", sysfs.PhysLinkUp: "LINK_UP",
+		sysfs.PhysLinkErrorRecovery: "LINK_ERROR_RECOVER", sysfs.PhysPhyTest: "PHY_TEST", 8: "UNKNOWN", 255: "UNKNOWN"} {
+		if got := s.RDMALinkName(); got != want {
+			t.Errorf("PhysState(%d).RDMALinkName() = %q, want %q", s, got, want)
+		}
+	}
 }
 
 func TestParseLinkLayer(t *testing.T) {

@@ -3,6 +3,8 @@ package sysfs
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/goverbs/goverbs/internal/abi"
 )
 
 // GUID is a node or system image GUID as a number: the big-endian value the
@@ -115,12 +117,12 @@ type PortState uint8
 // Port states, numbered as IB_PORT_* and IBV_PORT_*. NOP ("no state
 // change") keeps the IBTA's capitals, as the kernel and rdma-core do.
 const (
-	PortNOP         PortState = 0
-	PortDown        PortState = 1
-	PortInit        PortState = 2
-	PortArmed       PortState = 3
-	PortActive      PortState = 4
-	PortActiveDefer PortState = 5
+	PortNOP         PortState = abi.PortNOP
+	PortDown        PortState = abi.PortDown
+	PortInit        PortState = abi.PortInit
+	PortArmed       PortState = abi.PortArmed
+	PortActive      PortState = abi.PortActive
+	PortActiveDefer PortState = abi.PortActiveDefer
 )
 
 var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
@@ -146,27 +148,40 @@ type PhysState uint8
 
 // Physical port states (IB_PORT_PHYS_STATE_*).
 const (
-	PhysSleep                     PhysState = 1
-	PhysPolling                   PhysState = 2
-	PhysDisabled                  PhysState = 3
-	PhysPortConfigurationTraining PhysState = 4
-	PhysLinkUp                    PhysState = 5
-	PhysLinkErrorRecovery         PhysState = 6
-	PhysPhyTest                   PhysState = 7
+	PhysSleep                     PhysState = abi.PhysSleep
+	PhysPolling                   PhysState = abi.PhysPolling
+	PhysDisabled                  PhysState = abi.PhysDisabled
+	PhysPortConfigurationTraining PhysState = abi.PhysPortConfigurationTraining
+	PhysLinkUp                    PhysState = abi.PhysLinkUp
+	PhysLinkErrorRecovery         PhysState = abi.PhysLinkErrorRecovery
+	PhysPhyTest                   PhysState = abi.PhysPhyTest
 )
 
 var physStateNames = [...]string{"<unknown>", "Sleep", "Polling", "Disabled",
 	"PortConfigurationTraining", "LinkUp", "LinkErrorRecovery", "Phy Test"}
 
 // String names the state as the kernel's phys_state file does ("LinkUp");
-// 0 and numbers past PhysPhyTest are "<unknown>", as there. ibv_devinfo
-// and iproute2 spell the states their own ways ("LINK_UP"), which the
-// programs that print them keep.
+// 0 and numbers past PhysPhyTest are "<unknown>", as there. iproute2
+// spells the states its own way: see RDMALinkName. ibv_devinfo has a third
+// spelling, which the program that imitates it keeps.
 func (s PhysState) String() string {
 	if int(s) < len(physStateNames) {
 		return physStateNames[s]
 	}
 	return "<unknown>"
+}
+
+var physStateLinkNames = [...]string{"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP",
+	"LINK_ERROR_RECOVER", "PHY_TEST"}
+
+// RDMALinkName names the state as iproute2's "rdma link" prints it, in its
+// text and its JSON ("LINK_UP"; 4 is "ARMED" and 6 "LINK_ERROR_RECOVER"
+// there); numbers past PhysPhyTest are "UNKNOWN", as there.
+func (s PhysState) RDMALinkName() string {
+	if int(s) < len(physStateLinkNames) {
+		return physStateLinkNames[s]
+	}
+	return "UNKNOWN"
 }
 
 // LinkLayer is a port's link layer: rdma-core's IBV_LINK_LAYER_* (and the
@@ -179,9 +194,9 @@ type LinkLayer uint8
 // existed report; rdma-core takes it for InfiniBand (see
 // GIDAttrType.Resolve).
 const (
-	LinkLayerUnspecified LinkLayer = 0
-	LinkLayerInfiniBand  LinkLayer = 1
-	LinkLayerEthernet    LinkLayer = 2
+	LinkLayerUnspecified LinkLayer = abi.LinkLayerUnspecified
+	LinkLayerInfiniBand  LinkLayer = abi.LinkLayerInfiniBand
+	LinkLayerEthernet    LinkLayer = abi.LinkLayerEthernet
 )
 
 // String names the link layer as ibv_devinfo does: "Unspecified",
@@ -223,9 +238,9 @@ type GIDType uint32
 
 // GID types (IBV_GID_TYPE_*).
 const (
-	GIDTypeIB     GIDType = 0
-	GIDTypeRoCEv1 GIDType = 1
-	GIDTypeRoCEv2 GIDType = 2
+	GIDTypeIB     GIDType = abi.GIDTypeIB
+	GIDTypeRoCEv1 GIDType = abi.GIDTypeRoCEv1
+	GIDTypeRoCEv2 GIDType = abi.GIDTypeRoCEv2
 )
 
 // String names the type ("IB", "RoCE v1", "RoCE v2"); other numbers print

@@ -262,27 +262,13 @@ func portStateName(s uverbs.PortState) string {
 	return fmt.Sprintf("UNKNOWN(%d)", uint8(s))
 }
 
-// physStateName is rdma link's physical_state word.
+// physStateName is rdma link's physical_state word, with the number kept
+// for one it does not know, as portStateName does.
 func physStateName(s uverbs.PhysState) string {
-	switch s {
-	case 0:
-		return "NO_STATE_CHANGE"
-	case uverbs.PhysSleep:
-		return "SLEEP"
-	case uverbs.PhysPolling:
-		return "POLLING"
-	case uverbs.PhysDisabled:
-		return "DISABLED"
-	case uverbs.PhysPortConfigurationTraining:
-		return "PORT_CONFIGURATION_TRAINING"
-	case uverbs.PhysLinkUp:
-		return "LINK_UP"
-	case uverbs.PhysLinkErrorRecovery:
-		return "LINK_ERROR_RECOVERY"
-	case uverbs.PhysPhyTest:
-		return "PHY_TEST"
+	if s > uverbs.PhysPhyTest {
+		return fmt.Sprintf("UNKNOWN(%d)", uint8(s))
 	}
-	return fmt.Sprintf("UNKNOWN(%d)", s)
+	return s.RDMALinkName()
 }
 
 func gidTypeName(t uverbs.GIDType) string { return t.String() }

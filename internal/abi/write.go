@@ -271,6 +271,29 @@ const (
 	LinkLayerEthernet    = 2
 )
 
+// Port states reported by QUERY_PORT, netlink and sysfs (enum
+// ib_port_state).
+const (
+	PortNOP         = 0
+	PortDown        = 1
+	PortInit        = 2
+	PortArmed       = 3
+	PortActive      = 4
+	PortActiveDefer = 5
+)
+
+// Physical port states reported by QUERY_PORT, netlink and sysfs (enum
+// ib_port_phys_state).
+const (
+	PhysSleep                     = 1
+	PhysPolling                   = 2
+	PhysDisabled                  = 3
+	PhysPortConfigurationTraining = 4
+	PhysLinkUp                    = 5
+	PhysLinkErrorRecovery         = 6
+	PhysPhyTest                   = 7
+)
+
 // Query-port flags (enum ib_uverbs_query_port_flags).
 const PortFlagGRHRequired = 1 << 1
 
