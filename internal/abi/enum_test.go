@@ -35,12 +35,16 @@ func TestUCMEnumsOffline(t *testing.T) {
 // unchanged as ib_uverbs_gid_entry.gid_type.
 func TestCoreEnumsOffline(t *testing.T) {
 	checkEnumsOffline(t, "ib_core", map[string]map[string]uint64{
-		"ib_gid_type": {
-			"IB_GID_TYPE_IB": abi.GIDTypeIB, "IB_GID_TYPE_ROCE": abi.GIDTypeRoCEv1,
-			"IB_GID_TYPE_ROCE_UDP_ENCAP": abi.GIDTypeRoCEv2,
-			"IB_GID_TYPE_SIZE": 3, // the count of types, not a type
-		},
+		"ib_gid_type": gidTypeEnum,
 	})
+}
+
+// gidTypeEnum is enum ib_gid_type as Go mirrors it.
+var gidTypeEnum = map[string]uint64{
+	"IB_GID_TYPE_IB":             abi.GIDTypeIB,
+	"IB_GID_TYPE_ROCE":           abi.GIDTypeRoCEv1,
+	"IB_GID_TYPE_ROCE_UDP_ENCAP": abi.GIDTypeRoCEv2,
+	"IB_GID_TYPE_SIZE":           3, // the count of types, not a type
 }
 
 // checkEnumsOffline checks that each enum of module's BTF has exactly the
@@ -108,19 +112,18 @@ func TestCoreEnumsLive(t *testing.T) {
 			"IB_PORT_ARMED": abi.PortArmed, "IB_PORT_ACTIVE": abi.PortActive, "IB_PORT_ACTIVE_DEFER": abi.PortActiveDefer,
 		},
 		"ib_port_phys_state": {
-			"IB_PORT_PHYS_STATE_SLEEP": abi.PhysSleep, "IB_PORT_PHYS_STATE_POLLING": abi.PhysPolling,
-			"IB_PORT_PHYS_STATE_DISABLED": abi.PhysDisabled,
+			"IB_PORT_PHYS_STATE_SLEEP":                       abi.PhysSleep,
+			"IB_PORT_PHYS_STATE_POLLING":                     abi.PhysPolling,
+			"IB_PORT_PHYS_STATE_DISABLED":                    abi.PhysDisabled,
 			"IB_PORT_PHYS_STATE_PORT_CONFIGURATION_TRAINING": abi.PhysPortConfigurationTraining,
-			"IB_PORT_PHYS_STATE_LINK_UP": abi.PhysLinkUp, "IB_PORT_PHYS_STATE_LINK_ERROR_RECOVERY": abi.PhysLinkErrorRecovery,
-			"IB_PORT_PHYS_STATE_PHY_TEST": abi.PhysPhyTest,
+			"IB_PORT_PHYS_STATE_LINK_UP":                     abi.PhysLinkUp,
+			"IB_PORT_PHYS_STATE_LINK_ERROR_RECOVERY":         abi.PhysLinkErrorRecovery,
+			"IB_PORT_PHYS_STATE_PHY_TEST":                    abi.PhysPhyTest,
 		},
 		"rdma_link_layer": {
 			"IB_LINK_LAYER_UNSPECIFIED": abi.LinkLayerUnspecified, "IB_LINK_LAYER_INFINIBAND": abi.LinkLayerInfiniBand,
 			"IB_LINK_LAYER_ETHERNET": abi.LinkLayerEthernet,
 		},
-		"ib_gid_type": {
-			"IB_GID_TYPE_IB": abi.GIDTypeIB, "IB_GID_TYPE_ROCE": abi.GIDTypeRoCEv1,
-			"IB_GID_TYPE_ROCE_UDP_ENCAP": abi.GIDTypeRoCEv2, "IB_GID_TYPE_SIZE": 3,
-		},
+		"ib_gid_type": gidTypeEnum,
 	})
 }

@@ -192,7 +192,7 @@ func replaceBetween(path, text string) ([]byte, error) {
 // row is one case's summary.
 type row struct {
 	Case, Metric string
-	Flags        string // rstream's flags for the case, besides -T b
+	Flags        string               // rstream's flags for the case, besides -T b
 	All          map[string][]float64 // by tool
 	Interop      string               // "ok", or what failed
 	Failures     []string
