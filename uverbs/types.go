@@ -171,7 +171,8 @@ const (
 // PortAttr.PhysState reports it: LinkUp once the link is trained. It is
 // the type sysfs.PhysState under this package's name, a uint8 as in the
 // kernel's port query. String gives the kernel's phys_state names
-// ("LinkUp"; 0 and unknown numbers are "<unknown>").
+// ("LinkUp"; 0 and unknown numbers are "<unknown>"); RDMALinkName gives the
+// words iproute2's rdma link prints ("LINK_UP").
 type PhysState = sysfs.PhysState
 
 // Physical port states (the same constants as sysfs's).
