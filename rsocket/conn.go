@@ -21,7 +21,7 @@ import (
 )
 
 // Config holds the sizes of a connection, the options rsockets have.
-// Zero fields take librdmacm's defaults, except PollTime (200 µs, where
+// Zero fields take librdmacm's defaults, except PollTime (300 µs, where
 // librdmacm polls 10 µs).
 type Config struct {
 	// SendBuffer is the bytes of the send staging ring (default 131072;
@@ -52,7 +52,10 @@ type Config struct {
 	KeepAlive time.Duration
 	// PollTime is how long a Read or Write that cannot go on keeps
 	// polling for completions before it arms the CQ and sleeps on its
-	// completion channel (default 200 µs). The first 10 µs poll back to
+	// completion channel (default 300 µs), counted from the moment the
+	// call first had to wait, however many completions it processes
+	// meanwhile that do not let it go on (librdmacm's rs_get_comp
+	// counts its polling_time the same way). The first 10 µs poll back to
 	// back, as librdmacm's polling_time does; after that the caller gives
 	// the CPU up before each poll (sched_yield), so that the threads that
 	// deliver the completion (on rxe in 6.12, a kernel workqueue's; 6.1
@@ -101,15 +104,31 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// wr_id of our sends: kind in bits 63:56, bytes of sbuf in 31:0.
+// wr_id of our sends: kind in bits 63:56; for a signaled send, in bits
+// 55:32 the DATA sends its completion retires (those posted unsignaled
+// before it, and itself if it is one: their send queue slots) and in 31:0
+// their bytes of sbuf. A signaled send's completion means every send
+// before it completed: an RC send queue completes in order.
 const (
-	wrData   = 1 << 56
-	wrInline = 2 << 56
-	wrCtrl   = 3 << 56
-	wrDisc   = 4 << 56
-	wrRecv   = 5 << 56
-	wrKeep   = 6 << 56
+	wrData = 1 << 56
+	wrCtrl = 3 << 56
+	wrDisc = 4 << 56
+	wrRecv = 5 << 56
+	wrKeep = 6 << 56
+
+	wrCountShift = 32
+	wrCountMask  = 1<<24 - 1
 )
+
+// sigEvery is how many DATA sends go without a completion of their own
+// at most: one in sigEvery is signaled, and any after which the writer
+// would wait for a slot or for sbuf (its completion frees them). Control
+// messages are always signaled (their slots are few). librdmacm signals
+// every send; a completion is work for the device (on rxe, kernel
+// threads that need the same CPUs as the program) and a wake-up of a
+// writer that waits for credits, which its own sends' completions did not
+// bring (rstream, 64 B messages, 6.12: see docs/performance.md).
+const sigEvery = 16
 
 // rxHook and connDataHook see every received immediate and connection
 // data block (tests record fuzz seeds with them).
@@ -149,6 +168,8 @@ type Conn struct {
 	rx       receiver
 	// send side
 	sqeAvail   int
+	unsigSent  int // DATA sends posted unsignaled since the last signaled send
+	unsigBytes int // their bytes of sbuf
 	ctrlAvail  int
 	ctrlSeq    uint32
 	sbufHead   int
@@ -253,7 +274,7 @@ func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	if c.cq, err = ctx.CreateCQ(cfg.SQSize+nrecv, &uverbs.CQOptions{Channel: c.cch}); err != nil {
 		return c, err
 	}
-	c.qp, err = id.CreateQP(c.pd, uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, SignalAll: true,
+	c.qp, err = id.CreateQP(c.pd, uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
 		Cap: uverbs.QPCap{MaxSendWr: uint32(cfg.SQSize), MaxRecvWr: uint32(nrecv), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInlineData: uint32(cfg.Inline)}})
 	if err != nil {
@@ -350,7 +371,7 @@ func (c *Conn) keepAlive() {
 		return
 	}
 	if seq := c.sentSeq(); seq == c.kaSeq && c.ctrlAvail > 0 {
-		c.sendWR[0] = uverbs.SendWR{ID: wrKeep, Opcode: uverbs.WRRDMAWrite}
+		c.sendWR[0] = uverbs.SendWR{ID: c.signaledID(wrKeep, 0, 0), Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWrite}
 		if err := c.qp.PostSend(c.sendWR[:]); err != nil {
 			c.mu.Unlock()
 			c.fail(fmt.Errorf("rsocket: sending a keepalive: %w", err)) // and wake Read and Write
@@ -423,10 +444,15 @@ func (c *Conn) pollOnce() (int, error) {
 // 500 µs were no better, a runtime.Gosched every 50 µs worse); it cost 64
 // KiB transfers about a tenth of their rate, where the wait is the
 // kernel copying data and each poll takes CPU from it: so large messages
-// wait as before.
+// wait as before. Those budgets were counted per call of await; counted
+// per wait of the caller (2026-11-28, 6.12, one boot, 6 runs each), 200
+// µs left the 64 B latency at 225 µs against 168 µs before (rdma-core 257
+// µs): a round trip takes about 300 µs, and a sender's own completion in
+// the middle of a wait used to restart its budget. 300 µs brought it back
+// (163 µs).
 const (
 	spinTime        = 10 * time.Microsecond
-	defaultPollTime = 200 * time.Microsecond
+	defaultPollTime = 300 * time.Microsecond
 	bulkSize        = 16 << 10
 )
 
@@ -434,15 +460,26 @@ const (
 // able to go on: completions were processed, the deadline dl (unix nanos,
 // 0 none) passed, the connection failed or is closing, or another
 // goroutine handed over. mine is the caller's wake-up channel. The caller
-// rechecks its condition and calls again.
-func (c *Conn) await(mine chan struct{}, dl int64) {
+// rechecks its condition and calls again, with the same since: the time
+// it first waited (zero before its first call, which sets it), from which
+// the polling budget (spinTime, PollTime) is counted. Counted per call of
+// await instead, a writer waiting for credits while its own sends
+// complete one by one would poll without end and never sleep, taking
+// the CPU that delivers its peer's credits (rstream, 64 B messages,
+// 6.12: the Go pair took 5.37 s with it per await call and 5.11 s with it
+// per wait, rdma-core's pair 4.53 s, one boot, 4 runs each).
+func (c *Conn) await(mine chan struct{}, dl int64, since *time.Time) {
 	// One reading of the wall clock, for the deadline; each poll below
 	// reads the monotonic clock alone (time.Since), half what time.Now
 	// reads, and a clock reading is a good part of a poll's cost.
-	start := time.Now()
-	left := time.Duration(math.MaxInt64) // until the deadline
+	now := time.Now()
+	if since.IsZero() {
+		*since = now
+	}
+	start := *since
+	left := time.Duration(math.MaxInt64) // from start until the deadline
 	if dl != 0 {
-		left = time.Duration(dl - start.UnixNano())
+		left = time.Duration(dl-now.UnixNano()) + now.Sub(start)
 	}
 	poll := c.cfg.PollTime
 	if c.bulk.Load() {
@@ -634,20 +671,20 @@ func (c *Conn) process(wcs []uverbs.WC) {
 				rd, wr = true, true
 			}
 		case wrData:
-			c.sqeAvail++
-			c.sbufAvail += int(uint32(wc.ID))
-			bulk, sized = uint32(wc.ID) >= bulkSize, true
-			wr = true
-		case wrInline:
-			c.sqeAvail++
+			c.retire(wc.ID)
 			wr = true
 		case wrCtrl:
 			c.ctrlAvail++
+			c.retire(wc.ID)
+			wr = true
 		case wrKeep:
 			c.ctrlAvail++
+			c.retire(wc.ID)
 			c.kaAcked.Add(1)
+			wr = true
 		case wrDisc:
 			c.ctrlAvail++
+			c.retire(wc.ID)
 			closeOnce(c.discDone)
 		}
 	}
@@ -709,7 +746,8 @@ func (c *Conn) sendCredits() {
 	limit := c.rx.seqNo + uint32(c.cfg.RQSize)
 	c.rseqComp = c.rx.seqNo + uint32(c.cfg.RQSize/2)
 	wr := &c.sendWR[0]
-	*wr = uverbs.SendWR{ID: wrCtrl, Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opSGL, limit)}
+	*wr = uverbs.SendWR{ID: c.signaledID(wrCtrl, 0, 0), Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWriteWithImm,
+		Imm: mkImm(opSGL, limit)}
 	if off, length, ok := c.rx.advertise(); ok {
 		slot := int(c.ctrlSeq%ctrlSlots) * sgeBytes
 		putSGE(c.ctrl[slot:], c.peerOrd, sge{c.addr(int(off)), c.mr.Rkey(), length})
@@ -748,6 +786,7 @@ func (c *Conn) refreshTarget() {
 func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	var since time.Time // when this Read began to wait (await)
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -778,7 +817,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if d != 0 && time.Now().UnixNano() >= d {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		c.await(c.rdy, d)
+		c.await(c.rdy, d, &since)
 	}
 }
 
@@ -802,6 +841,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	done := 0
 	olen := olapStart
+	var since time.Time // when this Write began to wait (await)
 	for done < len(p) {
 		c.mu.Lock()
 		if c.closed {
@@ -848,7 +888,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if d != 0 && time.Now().UnixNano() >= d {
 			return done, c.opErr("write", os.ErrDeadlineExceeded)
 		}
-		c.await(c.wrdy, d)
+		c.await(c.wrdy, d, &since)
 	}
 	return done, nil
 }
@@ -860,8 +900,8 @@ func (c *Conn) postData(b []byte, inline bool) error {
 	wr := &c.sendWR[0]
 	*wr = uverbs.SendWR{Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opData, uint32(n)),
 		RemoteAddr: c.tgt.Addr, Rkey: c.tgt.Key, SGL: c.sendSGE[:]}
+	staged := 0 // bytes of sbuf
 	if inline {
-		wr.ID = wrInline
 		wr.Flags = uverbs.SendInline
 		copy(c.scratch, b)
 		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer + (sglEntries+ctrlSlots)*sgeBytes),
@@ -869,9 +909,22 @@ func (c *Conn) postData(b []byte, inline bool) error {
 	} else {
 		copy(c.sbuf[c.sbufHead:], b)
 		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.sbufHead), Length: uint32(n), Lkey: c.mr.Lkey()}
-		wr.ID = wrData | uint64(n)
 		c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
 		c.sbufAvail -= n
+		staged = n
+	}
+	// Signaled: one in sigEvery, and one after which Write would wait
+	// for a slot or for sbuf, which only a completion gives back.
+	if c.unsigSent+1 >= sigEvery || c.sqeAvail == 1 || c.sbufAvail < min(sndLowat, c.cfg.SendBuffer) {
+		wr.ID = c.signaledID(wrData, 1, staged)
+		wr.Flags |= uverbs.SendSignaled
+	} else {
+		wr.ID = wrData
+		c.unsigSent++
+		c.unsigBytes += staged
+	}
+	if bulk := n >= bulkSize; bulk != c.bulk.Load() {
+		c.bulk.Store(bulk) // an atomic store is a full barrier: only on a change
 	}
 	err := c.qp.PostSend(c.sendWR[:])
 	wr.SGL = nil
@@ -888,13 +941,30 @@ func (c *Conn) postData(b []byte, inline bool) error {
 	return nil
 }
 
+// signaledID returns the wr_id of a signaled send of kind: it retires the
+// DATA sends posted unsignaled since the last signaled one and, for a DATA
+// send (data 1), itself with its staged bytes of sbuf. Holds mu.
+func (c *Conn) signaledID(kind uint64, data, staged int) uint64 {
+	id := kind | uint64(c.unsigSent+data)<<wrCountShift | uint64(uint32(c.unsigBytes+staged))
+	c.unsigSent, c.unsigBytes = 0, 0
+	return id
+}
+
+// retire gives back the send queue slots and sbuf bytes of the DATA
+// sends a signaled send's completion (wr_id id) retires. Holds mu.
+func (c *Conn) retire(id uint64) {
+	c.sqeAvail += int(id>>wrCountShift) & wrCountMask
+	c.sbufAvail += int(uint32(id))
+}
+
 // postCtrl sends a control message (a zero-length write with immediate)
 // when a control slot is free. Holds mu.
 func (c *Conn) postCtrl(val uint32, id uint64) bool {
 	if c.ctrlAvail == 0 || c.err != nil {
 		return false
 	}
-	c.sendWR[0] = uverbs.SendWR{ID: id, Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opCtrl, val)}
+	c.sendWR[0] = uverbs.SendWR{ID: c.signaledID(id, 0, 0), Flags: uverbs.SendSignaled,
+		Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opCtrl, val)}
 	if err := c.qp.PostSend(c.sendWR[:]); err != nil {
 		c.err = fmt.Errorf("rsocket: sending control message: %w", err)
 		return false
@@ -908,6 +978,7 @@ func (c *Conn) postCtrl(val uint32, id uint64) bool {
 func (c *Conn) CloseWrite() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	var since time.Time
 	for {
 		c.mu.Lock()
 		switch {
@@ -928,7 +999,7 @@ func (c *Conn) CloseWrite() error {
 			return nil
 		}
 		c.mu.Unlock()
-		c.await(c.wrdy, 0)
+		c.await(c.wrdy, 0, &since)
 	}
 }
 
@@ -1003,6 +1074,7 @@ func (c *Conn) lingerForPeer() {
 // Write waiting on the channel.
 func (c *Conn) sendDisconnect() {
 	dl := time.Now().Add(closeWait).UnixNano()
+	var since time.Time
 	t := time.AfterFunc(closeWait, func() { notify(c.cdy) })
 	defer t.Stop()
 	stop := func() bool { // holds mu
@@ -1020,10 +1092,10 @@ func (c *Conn) sendDisconnect() {
 			break
 		}
 		c.mu.Unlock()
-		c.await(c.cdy, dl)
+		c.await(c.cdy, dl, &since)
 	}
 	for !isClosed(c.discDone) {
-		c.await(c.cdy, dl)
+		c.await(c.cdy, dl, &since)
 		c.mu.Lock()
 		done := stop()
 		c.mu.Unlock()

@@ -34,11 +34,16 @@
 // processes completions (one per connection only waits for the CM's
 // disconnect): a Read or Write that cannot go on polls the connection's
 // CQ itself, as librdmacm's callers do: 10 µs back to back,
-// then yielding the CPU between polls up to Config.PollTime (200 µs;
+// then yielding the CPU between polls up to Config.PollTime (300 µs;
 // 10 µs while data moves in messages of 16 KiB or more). Then one of
 // them at a time arms the CQ and sleeps on the completion channel,
 // parked on the Go netpoller, so that a waiting connection holds no
-// thread. Completions nobody needs yet wait in the CQ.
+// thread. Completions nobody needs yet wait in the CQ. The polling budget
+// is counted from when a Read or Write first had to wait, as librdmacm
+// counts its own. Data messages ask for a completion one in 16, and
+// whenever the writer would otherwise wait for a send slot or for staging
+// room (librdmacm asks for one per message; the peer sees no difference),
+// so that a writer waiting for credits is not woken by its own sends.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
 // rsocket rings of twice their value), inline size, QP depths, keepalive

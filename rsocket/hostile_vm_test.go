@@ -18,7 +18,7 @@ func rawImm(t *testing.T, peer *Conn, imm uint32) {
 	t.Helper()
 	peer.mu.Lock()
 	defer peer.mu.Unlock()
-	wr := []uverbs.SendWR{{ID: wrCtrl, Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm}}
+	wr := []uverbs.SendWR{{ID: wrCtrl, Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm}}
 	peer.ctrlAvail--
 	if err := peer.qp.PostSend(wr); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestPeerSendsAfterDisconnectVM(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // Close is lingering by now
 
 	server.mu.Lock()
-	server.sendWR[0] = uverbs.SendWR{ID: wrKeep, Opcode: uverbs.WRRDMAWrite}
+	server.sendWR[0] = uverbs.SendWR{ID: wrKeep, Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWrite}
 	err := server.qp.PostSend(server.sendWR[:])
 	server.ctrlAvail--
 	server.mu.Unlock()
