@@ -913,9 +913,13 @@ func (c *Conn) postData(b []byte, inline bool) error {
 		c.sbufAvail -= n
 		staged = n
 	}
-	// Signaled: one in sigEvery, and one after which Write would wait
-	// for a slot or for sbuf, which only a completion gives back.
-	if c.unsigSent+1 >= sigEvery || c.sqeAvail == 1 || c.sbufAvail < min(sndLowat, c.cfg.SendBuffer) {
+	// Signaled: one in sigEvery; one after which Write would wait for a
+	// slot or for sbuf, which only a completion gives back; and one that
+	// brings the sbuf held by unsignaled sends to a quarter of it, so that
+	// large messages' staging room comes back a message at a time and the
+	// writer fills it while the rest is on the wire.
+	if c.unsigSent+1 >= sigEvery || c.sqeAvail == 1 || c.sbufAvail < min(sndLowat, c.cfg.SendBuffer) ||
+		c.unsigBytes+staged >= c.cfg.SendBuffer/4 {
 		wr.ID = c.signaledID(wrData, 1, staged)
 		wr.Flags |= uverbs.SendSignaled
 	} else {

@@ -42,7 +42,8 @@
 // is counted from when a Read or Write first had to wait, as librdmacm
 // counts its own. Data messages ask for a completion one in 16, and
 // whenever the writer would otherwise wait for a send slot or for staging
-// room (librdmacm asks for one per message; the peer sees no difference),
+// room, or a quarter of the staging ring waits on sends without one
+// (librdmacm asks for one per message; the peer sees no difference),
 // so that a writer waiting for credits is not woken by its own sends.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
