@@ -862,7 +862,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return done, c.opErr("write", unix.ECONNRESET)
 		}
 		c.refreshTarget()
-		if c.sqeAvail > 0 && c.sbufAvail >= min(sndLowat, c.cfg.SendBuffer) && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
+		if c.sendRoom() && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
 			rest := len(p) - done
 			n := rest
 			if olen < rest {
@@ -913,13 +913,13 @@ func (c *Conn) postData(b []byte, inline bool) error {
 		c.sbufAvail -= n
 		staged = n
 	}
+	c.sqeAvail--
 	// Signaled: one in sigEvery; one after which Write would wait for a
 	// slot or for sbuf, which only a completion gives back; and one that
 	// brings the sbuf held by unsignaled sends to a quarter of it, so that
 	// large messages' staging room comes back a message at a time and the
 	// writer fills it while the rest is on the wire.
-	if c.unsigSent+1 >= sigEvery || c.sqeAvail == 1 || c.sbufAvail < min(sndLowat, c.cfg.SendBuffer) ||
-		c.unsigBytes+staged >= c.cfg.SendBuffer/4 {
+	if c.unsigSent+1 >= sigEvery || !c.sendRoom() || c.unsigBytes+staged >= c.cfg.SendBuffer/4 {
 		wr.ID = c.signaledID(wrData, 1, staged)
 		wr.Flags |= uverbs.SendSignaled
 	} else {
@@ -941,8 +941,14 @@ func (c *Conn) postData(b []byte, inline bool) error {
 		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
 	}
 	c.sseqNo++
-	c.sqeAvail--
 	return nil
+}
+
+// sendRoom reports whether a DATA message has a send queue slot and, if
+// it is staged, room in sbuf: what only this side's completions give
+// back. Holds mu.
+func (c *Conn) sendRoom() bool {
+	return c.sqeAvail > 0 && c.sbufAvail >= min(sndLowat, c.cfg.SendBuffer)
 }
 
 // signaledID returns the wr_id of a signaled send of kind: it retires the
