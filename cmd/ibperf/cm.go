@@ -57,6 +57,9 @@ type cmControl struct {
 	ctx  context.Context
 	wcs  [1]uverbs.WC
 	qpOK bool
+	// peerLeft: the peer disconnected (a DISCONNECTED event, taken by
+	// wait's watcher).
+	peerLeft bool
 }
 
 // newCMControl sets up the control QP's resources on id's device, creates
@@ -105,15 +108,65 @@ func (c *cmControl) postRecv() error {
 	return c.id.QP().PostRecv([]uverbs.RecvWR{{ID: 5, SGL: []uverbs.SGE{{Addr: c.mr.Addr(), Length: cmControlSlot, Lkey: c.mr.Lkey()}}}})
 }
 
-// wait returns the next completion of cq.
+// wait returns the next completion of cq. It also ends, with an error
+// wrapping errPeerLeft, when the peer disconnects the control connection
+// first (see errPeerLeft); a completion already in cq is still returned.
 func (c *cmControl) wait(cq *uverbs.CQ, what string) (uverbs.WC, error) {
+	if c.peerLeft {
+		return c.pollAfterLeft(cq, what)
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, exchangeTimeout)
 	defer cancel()
-	if _, err := cq.Wait(ctx, c.wcs[:]); err != nil {
+	wctx, stop := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if _, err := c.id.WaitFor(wctx, rdmacm.EventDisconnected); err == nil || !errors.Is(err, wctx.Err()) {
+			// DISCONNECTED comes back as an error of WaitFor too (it
+			// ends any wait): either way the connection is gone.
+			c.peerLeft = true
+			stop(errPeerLeft)
+		}
+	}()
+	_, err := cq.Wait(wctx, c.wcs[:])
+	stop(nil)
+	<-watched
+	if err != nil && c.peerLeft {
+		return c.pollAfterLeft(cq, what)
+	}
+	if err != nil {
 		return uverbs.WC{}, fmt.Errorf("%s: %w%s", what, err, c.afterTimeout(cq, err))
 	}
 	if wc := c.wcs[0]; wc.Status != uverbs.WCSuccess {
 		return wc, &wcStatusError{what: what, send: cq == c.scq, status: wc.Status}
+	}
+	return c.wcs[0], nil
+}
+
+// errPeerLeft is the peer's disconnect of the control connection seen
+// while waiting for a control message's completion. It ends the closing
+// handshake without an error: each side disconnects once its part is
+// done, and on rxe a side's last message can then stay unacknowledged for
+// ever. rxe runs the receiver's side of a loopback SEND in the sender's
+// system call: it posts the receive's completion and only then sends the
+// acknowledgement, and a peer woken by that completion can reply, read
+// the reply's acknowledgement and move its QP to the error state in
+// between (a sender thread preempted there, on a loaded host), which
+// drops the acknowledgement. The sender then retransmits to a QP that is
+// gone, and rxe takes a retry count of 7 as "retry for ever".
+var errPeerLeft = errors.New("the peer disconnected")
+
+// pollAfterLeft is wait once the peer has disconnected: a completion
+// already in cq, or errPeerLeft.
+func (c *cmControl) pollAfterLeft(cq *uverbs.CQ, what string) (uverbs.WC, error) {
+	n, err := cq.Poll(c.wcs[:])
+	switch {
+	case err != nil:
+		return uverbs.WC{}, fmt.Errorf("%s: %w", what, err)
+	case n == 0:
+		return uverbs.WC{}, fmt.Errorf("%s: %w", what, errPeerLeft)
+	case c.wcs[0].Status != uverbs.WCSuccess:
+		return c.wcs[0], &wcStatusError{what: what, send: cq == c.scq, status: c.wcs[0].Status}
 	}
 	return c.wcs[0], nil
 }
@@ -139,7 +192,8 @@ func (c *cmControl) afterTimeout(cq *uverbs.CQ, err error) string {
 	state := "unknown"
 	if qp := c.id.QP(); qp != nil {
 		if a, qerr := qp.Query(); qerr == nil {
-			state = a.State.String()
+			state = fmt.Sprintf("%v (send PSN %#x, receive PSN %#x, timeout %d, retries %d, RNR retries %d)",
+				a.State, a.SQPSN, a.RQPSN, a.Timeout, a.RetryCnt, a.RNRRetry)
 		}
 	}
 	return fmt.Sprintf(" (then %s; the QP was in %s)", found, state)

@@ -388,7 +388,7 @@ func (c *comm) reports(mine bwReport) (bwReport, error) {
 // close is ctx_close_connection: a last handshake, "done" (TCP only),
 // and the connection closed.
 func (c *comm) close(mine dest) error {
-	if _, err := c.handshake(mine); err != nil && !flushedLastSend(err) {
+	if _, err := c.handshake(mine); err != nil && !flushedLastSend(err) && !errors.Is(err, errPeerLeft) {
 		return err
 	}
 	return c.ch.close(true)
