@@ -561,15 +561,23 @@ func (r *itRun) round(n int) {
 		}
 	}
 	for _, q := range r.qps {
-		if !bytes.Equal(q.mem, q.model) {
-			i := 0
-			for q.mem[i] == q.model[i] {
-				i++
+		// Every differing run of bytes (up to 8), not the first alone: an
+		// atomic that ran twice shows in its local buffer and its target.
+		for i, shown := 0, 0; i < len(q.mem) && shown < 8; i++ {
+			if q.mem[i] == q.model[i] {
+				continue
 			}
 			end := min(i+16, len(q.mem))
-			t.Fatalf("round %d: %s: memory differs from the model at offset %d: % x, want % x (%s)",
+			t.Errorf("round %d: %s: memory differs from the model at offset %d: % x, want % x (%s)",
 				n, q.name, i, q.mem[i:end], q.model[i:end], r.describe(ops, q, i))
+			shown++
+			for i < len(q.mem) && q.mem[i] != q.model[i] {
+				i++
+			}
 		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 
@@ -587,15 +595,29 @@ func (r *itRun) describe(ops map[*itQP][]*itOp, q *itQP, off int) string {
 		for _, op := range list {
 			switch {
 			case src == q && in(op.local):
-				return fmt.Sprintf("local buffer of %v wr %d from %s, %d bytes, inline %v", op.wr.Opcode, op.wr.ID, src.name, op.length, op.inline)
+				return fmt.Sprintf("local buffer of %v wr %d from %s, %d bytes, inline %v%s", op.wr.Opcode, op.wr.ID, src.name, op.length, op.inline, atomicValues(op))
 			case src.peer == q && op.recv != nil && in(op.recv.sp):
 				return fmt.Sprintf("receive buffer for %v wr %d from %s, %d bytes", op.wr.Opcode, op.wr.ID, src.name, op.length)
 			case src.peer == q && op.wr.RemoteAddr != 0 && off >= op.remote && off < op.remote+max(op.length, 8):
-				return fmt.Sprintf("remote target of %v wr %d from %s, %d bytes", op.wr.Opcode, op.wr.ID, src.name, op.length)
+				return fmt.Sprintf("remote target of %v wr %d from %s, %d bytes%s", op.wr.Opcode, op.wr.ID, src.name, op.length, atomicValues(op))
 			}
 		}
 	}
 	return "in a gap no request of the round names"
+}
+
+// atomicValues is, for an atomic, the values a failure report needs to
+// tell what happened: the target's value before and after, and the
+// operands (a fetch-and-add executed twice leaves old+2*add in the target
+// and returns old+add).
+func atomicValues(op *itOp) string {
+	switch op.wr.Opcode {
+	case WRAtomicFetchAndAdd:
+		return fmt.Sprintf(" (target %#x before, %#x after; add %#x)", op.old, op.new, op.wr.CompareAdd)
+	case WRAtomicCmpAndSwp:
+		return fmt.Sprintf(" (target %#x before, %#x after; compare %#x, swap %#x)", op.old, op.new, op.wr.CompareAdd, op.wr.Swap)
+	}
+	return ""
 }
 
 // collect polls every CQ until each expected completion has arrived once,
