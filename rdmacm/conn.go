@@ -107,7 +107,10 @@ func WithInitiatorDepth(n uint8) Option {
 	return func(o *options) error { o.init = n; return nil }
 }
 
-// WithRetryCount sets the transport retry count, 0..7 (default 7).
+// WithRetryCount sets the transport retry count, 0..7 (default 7). On
+// Soft-RoCE (rxe) 7 retries for ever, like an RNR retry count of 7: a send
+// to a peer that is gone never completes in error there, and
+// Conn.WaitDisconnect is how to learn that the peer left.
 func WithRetryCount(n uint8) Option {
 	return func(o *options) error {
 		if n > 7 {

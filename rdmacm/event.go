@@ -76,7 +76,10 @@ type ConnParam struct {
 	InitiatorDepth uint8
 	FlowControl    uint8
 	// RetryCount is the transport retry count (0..7), RNRRetryCount the
-	// receiver-not-ready retry count (0..7, 7 = forever).
+	// receiver-not-ready retry count (0..7, 7 = forever). Soft-RoCE (rxe)
+	// also takes a RetryCount of 7 as "retry for ever": a send to a peer
+	// whose QP is gone then never completes in error, and the peer's
+	// leaving shows only as a DISCONNECTED event on the ID.
 	RetryCount    uint8
 	RNRRetryCount uint8
 	// SRQ says the QP receives from a shared receive queue.
