@@ -561,6 +561,9 @@ func (r *itRun) round(n int) {
 		}
 	}
 	for _, q := range r.qps {
+		if bytes.Equal(q.mem, q.model) {
+			continue // the byte loop below is for failures: under -race it takes seconds
+		}
 		// Every differing run of bytes (up to 8), not the first alone: an
 		// atomic that ran twice shows in its local buffer and its target.
 		for i, shown := 0, 0; i < len(q.mem) && shown < 8; i++ {
