@@ -470,7 +470,7 @@ func mapGoldenData(t *testing.T, base uint64) {
 	addr, _, errno := unix.Syscall6(unix.SYS_MMAP, uintptr(base), goldenDataSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uintptr(0), 0)
 	if errno != 0 || addr != uintptr(base) {
-		t.Fatalf("map the vectors' data area at %#x: %v (got %#x)", base, errno, addr)
+		t.Fatalf("map the vectors' data area at %#x: %v (got %#x)%s", base, errno, addr, mappedAt(base, goldenDataSize))
 	}
 	data := userBytes(base, goldenDataSize)
 	// unix.Munmap only unmaps what unix.Mmap mapped: the raw call, so that
@@ -479,6 +479,27 @@ func mapGoldenData(t *testing.T, base uint64) {
 	for i := range data {
 		data[i] = byte(i*7+1) | 1
 	}
+}
+
+// mappedAt lists the process's mappings that overlap [base, base+n), from
+// /proc/self/maps: what took the address when MAP_FIXED_NOREPLACE fails
+// with EEXIST (seen once in the test VM, 6.1, not reproduced).
+func mappedAt(base, n uint64) string {
+	raw, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return ""
+	}
+	var found []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil && lo < base+n && hi > base {
+			found = append(found, line)
+		}
+	}
+	if len(found) == 0 {
+		return "; no mapping in /proc/self/maps overlaps it now"
+	}
+	return "; overlapping: " + strings.Join(found, " | ")
 }
 
 // goldenSendWRs converts the file's work requests. Addresses are the
