@@ -121,22 +121,29 @@ func (c *cmControl) wait(cq *uverbs.CQ, what string) (uverbs.WC, error) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		if _, err := c.id.WaitFor(wctx, rdmacm.EventDisconnected); err == nil || !errors.Is(err, wctx.Err()) {
-			// DISCONNECTED comes back as an error of WaitFor too (it
-			// ends any wait): either way the connection is gone.
-			c.peerLeft = true
-			stop(errPeerLeft)
+		// DISCONNECTED comes back as an error of WaitFor too (it ends any
+		// wait): an error is the wait's end only once wctx is done.
+		if _, err := c.id.WaitFor(wctx, rdmacm.EventDisconnected); err != nil && wctx.Err() != nil {
+			return
 		}
+		c.peerLeft = true
+		stop(errPeerLeft)
 	}()
 	_, err := cq.Wait(wctx, c.wcs[:])
 	stop(nil)
 	<-watched
-	if err != nil && c.peerLeft {
+	switch {
+	case err != nil && c.peerLeft:
 		return c.pollAfterLeft(cq, what)
-	}
-	if err != nil {
+	case err != nil:
 		return uverbs.WC{}, fmt.Errorf("%s: %w%s", what, err, c.afterTimeout(cq, err))
 	}
+	return c.completion(cq, what)
+}
+
+// completion is c.wcs[0], the completion just taken from cq, or its
+// status as an error.
+func (c *cmControl) completion(cq *uverbs.CQ, what string) (uverbs.WC, error) {
 	if wc := c.wcs[0]; wc.Status != uverbs.WCSuccess {
 		return wc, &wcStatusError{what: what, send: cq == c.scq, status: wc.Status}
 	}
@@ -165,10 +172,8 @@ func (c *cmControl) pollAfterLeft(cq *uverbs.CQ, what string) (uverbs.WC, error)
 		return uverbs.WC{}, fmt.Errorf("%s: %w", what, err)
 	case n == 0:
 		return uverbs.WC{}, fmt.Errorf("%s: %w", what, errPeerLeft)
-	case c.wcs[0].Status != uverbs.WCSuccess:
-		return c.wcs[0], &wcStatusError{what: what, send: cq == c.scq, status: c.wcs[0].Status}
 	}
-	return c.wcs[0], nil
+	return c.completion(cq, what)
 }
 
 // afterTimeout says, for a wait that ended with its context, what the CQ
