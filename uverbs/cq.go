@@ -172,7 +172,9 @@ type CQOptions struct {
 	// called from one goroutine at a time (rdma-core's
 	// IBV_CREATE_CQ_ATTR_SINGLE_THREADED; libmlx5's poll under
 	// MLX5_SINGLE_THREADED): the mlx5 provider then takes the CQ's lock
-	// without a locked instruction, which saves about 7 ns a poll. Close,
+	// without a locked instruction, whichever goroutine polls (a CQ
+	// polled by one goroutine only is as cheap without it, see
+	// QPInitAttr.SingleThreaded). Close,
 	// Resize and QPs created or destroyed on the CQ stay safe from any
 	// goroutine; two polls at once corrupt the CQ (the race detector
 	// reports them). CQ.SingleThreaded says whether the lock went.

@@ -203,7 +203,8 @@ func (c *Context) NewCQ(cqe int) (provider.CQ, error) {
 }
 
 // SetSingleThreaded implements provider.SingleThreadedCQ: Poll and Arm
-// then take the CQ's lock without a locked instruction (see spinLock),
+// then take the CQ's lock without a locked instruction from any goroutine
+// (see spinLock),
 // as libmlx5's poll does under MLX5_SINGLE_THREADED. It fails only where
 // the kernel has no membarrier for the control side.
 func (cq *CQ) SetSingleThreaded() bool { return cq.mu.setSolo() }

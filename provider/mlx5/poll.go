@@ -17,9 +17,10 @@ import (
 // completions before it are in wcs[:n], it is consumed, and the error is
 // returned with n.
 func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
-	cq.mu.Lock()
+	me := cq.mu.who() // see spinLock
+	cq.mu.lockAs(me)
 	if cq.closed {
-		cq.mu.Unlock()
+		cq.mu.unlockAs(me)
 		return 0, provider.ErrClosed
 	}
 	n := 0
@@ -67,7 +68,7 @@ func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
 	// A release store (see storeRelease): the hardware only reads the
 	// index, after the entries before it were read.
 	storeRelease(&cq.dbrec[cqDBRecSetCI], be32(cq.cons&cqConsumerIdxMask))
-	cq.mu.Unlock()
+	cq.mu.unlockAs(me)
 	return n, err
 }
 

@@ -80,8 +80,10 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 		return nil
 	}
 	// Unlocked by hand on each way out rather than deferred: a deferred
-	// Unlock is a call, this the inlined store.
-	sq.mu.Lock()
+	// Unlock is a call, this the inlined store. me, the goroutine, is
+	// what the locks' bias compares (see spinLock).
+	me := sq.mu.who()
+	sq.mu.lockAs(me)
 	// The context's Close sets closed under sq.mu before it unmaps the
 	// UAR (see lifetime): held to the end, the mutex keeps the register
 	// mapped through the doorbell.
@@ -99,7 +101,7 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	free := sq.maxPost - (sq.head - atomic.LoadUint32(&sq.tail))
 	if sq.closed || sq.start == nil || sq.bf == nil || uint32(len(wrs)) > free {
 		err := sq.refuse(wrs, free)
-		sq.mu.Unlock()
+		sq.mu.unlockAs(me)
 		return err
 	}
 	curPost, fmCache := sq.curPost, sq.fmCache
@@ -121,7 +123,7 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 			if !sq.fast(wr) {
 				if err := sq.check(wr); err != nil {
 					sq.curPost, sq.fmCache = curPost, fmCache
-					sq.mu.Unlock()
+					sq.mu.unlockAs(me)
 					return &provider.PostError{Index: n, Err: err}
 				}
 			}
@@ -167,7 +169,7 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	if bf.needLock {
 		bf.mu.Unlock()
 	}
-	sq.mu.Unlock()
+	sq.mu.unlockAs(me)
 	return nil
 }
 

@@ -2,24 +2,49 @@
 
 package mlx5
 
-import "sync/atomic"
+// biasable: locks are biased to their first goroutine here (see
+// spinLock).
+const biasable = true
 
-// Lock takes the lock for the data path. A solo lock's entry is an
-// ordinary store and load (amd64 keeps the store before the load only
-// in program order, not in visibility; the control side's membarrier
-// makes up for that, see spinLock), and the load orders what follows it
-// (amd64 keeps loads in order with later loads and stores; the compiler
-// moves nothing above the branch that tests it). Written with plain
-// field accesses and one call so that it stays within the inliner's
-// budget: post and Poll call it once each.
-func (l *spinLock) Lock() {
+// curG returns the running goroutine's g, from the thread's TLS slot
+// where the runtime keeps it: stable for the goroutine's life (the
+// runtime never frees or moves a g) and different for any two goroutines
+// alive at once, which is all a lock's bias needs of it.
+func curG() uintptr
+
+// who returns what lockAs and unlockAs take as me: curG(), which a solo
+// lock needs not.
+func (l *spinLock) who() uintptr {
 	if l.solo {
+		return 0
+	}
+	return curG()
+}
+
+// lockAs takes the lock for the data path, me being curG() of the
+// caller. A solo lock's entry, and its owner's, is an ordinary store and
+// load (amd64 keeps the store before the load only in program order, not
+// in visibility; the other side's membarrier makes up for that, see
+// spinLock), and the load orders what follows it (amd64 keeps loads in
+// order with later loads and stores; the compiler moves nothing above
+// the branch that tests it). Written with plain field accesses and one
+// call so that it stays within the inliner's budget: post and Poll call
+// it once each.
+func (l *spinLock) lockAs(me uintptr) {
+	if l.solo || l.bias == me {
 		l.state = 1
-		if l.excl == 0 { // no control operation inside or waiting
+		if l.excl == 0 { // no control operation or revocation inside or waiting
 			return
 		}
-	} else if atomic.CompareAndSwapUint32(&l.state, 0, 1) {
+	}
+	l.lockSlow(me)
+}
+
+// unlockAs gives back what lockAs(me) took.
+func (l *spinLock) unlockAs(me uintptr) {
+	if l.solo || l.bias == me {
+		storeRelease(&l.state, 0)
 		return
 	}
-	l.lockSlow()
+	l.unlockSlow(me)
 }

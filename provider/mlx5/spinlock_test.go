@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -56,6 +57,112 @@ func bump(n *int, yield bool) {
 	*n = v + 1
 }
 
+// TestSpinLockBiasRevoked: in each round a fresh lock is taken first by
+// one goroutine (its owner, where locks are biased), which keeps adding to
+// a counter under it; part way through, other goroutines join, so that the
+// bias is revoked while the owner is inside or about to enter. No update
+// is lost, and afterwards the lock is revoked for good.
+func TestSpinLockBiasRevoked(t *testing.T) {
+	rounds, per := 300, 1000
+	if testing.Short() {
+		rounds = 30
+	}
+	joiners := runtime.GOMAXPROCS(0) + 1
+	for r := range rounds {
+		var (
+			l         spinLock
+			n, owned  int
+			wg, ready sync.WaitGroup
+			stop      atomic.Bool
+		)
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load() || i < 100; i++ {
+				l.Lock()
+				bump(&n, i%500 == r%500)
+				l.Unlock()
+				owned++
+				if i == 50 {
+					ready.Done()
+				}
+				if i%64 == 0 {
+					runtime.Gosched() // outside the lock: with one P, the joiners' turn
+				}
+			}
+		}()
+		ready.Wait()
+		var joined sync.WaitGroup
+		for w := range joiners {
+			countUnder(&joined, &n, per, w, 97, l.Lock, l.Unlock)
+		}
+		joined.Wait()
+		stop.Store(true)
+		wg.Wait()
+		if want := owned + joiners*per; n != want {
+			t.Fatalf("round %d: counter %d, want %d", r, n, want)
+		}
+		if biasable && l.bias&biasRevoked == 0 {
+			t.Fatalf("round %d: bias %#x not revoked after other goroutines took the lock", r, l.bias)
+		}
+	}
+}
+
+// TestSpinLockBiasSameThread: a lock's bias belongs to a goroutine, not
+// to the thread it runs on. With one P, the owner takes the lock and
+// yields inside it, so that a second goroutine runs on the same thread
+// and tries to take the lock: it must wait until the owner leaves.
+func TestSpinLockBiasSameThread(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var (
+		l               spinLock
+		inside, entered atomic.Bool
+		wg              sync.WaitGroup
+	)
+	n := 0
+	l.Lock() // this goroutine owns it
+	n++
+	l.Unlock()
+	if biasable && l.bias != curG() {
+		t.Fatalf("bias %#x, want this goroutine's %#x", l.bias, curG())
+	}
+	l.Lock()
+	inside.Store(true)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.Lock()
+		if inside.Load() {
+			t.Error("a second goroutine entered while the owner was inside")
+		}
+		entered.Store(true)
+		l.Unlock()
+	}()
+	for range 100 {
+		runtime.Gosched()
+	}
+	if entered.Load() {
+		t.Error("the second goroutine got the lock while the owner held it")
+	}
+	inside.Store(false)
+	l.Unlock()
+	wg.Wait()
+	if !entered.Load() {
+		t.Fatal("the second goroutine never took the lock")
+	}
+	// The owner, now revoked, still takes and gives it back.
+	l.Lock()
+	n++
+	l.Unlock()
+	if biasable && l.bias&biasRevoked == 0 {
+		t.Fatalf("bias %#x not revoked", l.bias)
+	}
+	if n != 2 {
+		t.Fatalf("counter %d, want 2", n)
+	}
+}
+
 // TestSpinLockSolo: on a solo lock, one goroutine on the data path (Lock)
 // and several control goroutines (LockExcl) add to one counter, each
 // yielding inside its section now and then; no update is lost, so the
@@ -101,11 +208,20 @@ func TestSpinLockSoloNoLockedOp(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { solo.Lock(); n++; solo.Unlock() }); a != 0 {
 		t.Errorf("solo Lock/Unlock: %v allocs", a)
 	}
+	if a := testing.AllocsPerRun(100, func() { plain.Lock(); n++; plain.Unlock() }); a != 0 {
+		t.Errorf("biased Lock/Unlock: %v allocs", a)
+	}
+	if biasable && plain.bias != curG() {
+		t.Errorf("bias %#x after one goroutine's use, want that goroutine's %#x", plain.bias, curG())
+	}
 }
 
-// BenchmarkSpinLock: an uncontended Lock+Unlock, plain and solo.
+// BenchmarkSpinLock: an uncontended Lock+Unlock: biased to the
+// benchmark's goroutine (plain; where locks are not biased, a
+// compare-and-swap), revoked (a compare-and-swap), and solo.
 func BenchmarkSpinLock(b *testing.B) {
-	var plain, solo spinLock
+	var plain, revoked, solo spinLock
+	revoked.bias = biasRevoked
 	if !solo.setSolo() {
 		b.Skipf("no solo lock here: %v", soloBarrierReady())
 	}
@@ -117,6 +233,13 @@ func BenchmarkSpinLock(b *testing.B) {
 			plain.Unlock()
 		}
 	})
+	b.Run("revoked", func(b *testing.B) {
+		for b.Loop() {
+			revoked.Lock()
+			n++
+			revoked.Unlock()
+		}
+	})
 	b.Run("solo", func(b *testing.B) {
 		for b.Loop() {
 			solo.Lock()
@@ -126,7 +249,7 @@ func BenchmarkSpinLock(b *testing.B) {
 	})
 }
 
-// TestSpinLockInlined: the data path's Lock and Unlock are inlined into
+// TestSpinLockInlined: the data path's lockAs and unlockAs are inlined into
 // post and Poll (a call would cost about a nanosecond of the 30 a write
 // takes). Lock sits one node under the inliner's budget; this fails when
 // a change to it, or to the compiler's costs, pushes it over.
@@ -145,7 +268,7 @@ func TestSpinLockInlined(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
-	for _, want := range []string{"can inline (*spinLock).Lock", "can inline (*spinLock).Unlock"} {
+	for _, want := range []string{"can inline (*spinLock).lockAs", "can inline (*spinLock).unlockAs"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the compiler says no %q", want)
 		}
