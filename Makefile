@@ -83,7 +83,7 @@ unit:
 # The arm64 doorbell/BlueFlame assembly and the lock-free rings run under
 # qemu-user: the golden, encoder and loopback tests of mlx5 and the rxe
 # provider's host tests.
-ARM64_MLX5_TESTS := TestGoldenSend|TestGoldenCQE|TestEncode|TestWritePlainIsEncode|TestWriteQuickIsEncode|TestSpinLockExcludes|TestDoorbellOrBlueFlame|TestPostAllocatesNothing|TestLoopbackIntegrity$$|TestLoopbackIntegritySolo|TestSpinLockSolo$$
+ARM64_MLX5_TESTS := TestGoldenSend|TestGoldenCQE|TestEncode|TestWritePlainIsEncode|TestWriteQuickIsEncode|TestSpinLockExcludes|TestDoorbellOrBlueFlame|TestPostAllocatesNothing|TestLoopbackIntegrity$$|TestLoopbackIntegritySolo|TestSpinLockSolo$$|TestSpinLockBiasRevoked|TestSpinLockBiasSameThread$$
 unit-arm64:
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
 	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static -run '$(ARM64_MLX5_TESTS)' ./provider/mlx5/
