@@ -1,10 +1,15 @@
 package mlx5
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -518,6 +523,137 @@ func TestLoopbackResize(t *testing.T) {
 		check(3 + round)
 		if p.a.cq.Entries() != int(p.mcqA.NCQE) {
 			t.Fatalf("round %d: provider ring of %d, model's %d", round, p.a.cq.Entries(), int(p.mcqA.NCQE))
+		}
+	}
+}
+
+// TestLoopbackSharedQueues: default (thread-safe) queues shared by
+// goroutines. In each round a fresh pair's send queue is first posted to by
+// one goroutine, which owns its lock's bias, then by four at once, which
+// revoke it and contend for the compare-and-swap; the CQ likewise with two
+// pollers. Every RDMA WRITE lands where it was aimed, every WR completes
+// once, and each poster's completions come in its posting order.
+func TestLoopbackSharedQueues(t *testing.T) {
+	rounds, per := 40, 48
+	if testing.Short() {
+		rounds = 8
+	}
+	const posters, pollers = 4, 2
+	caps := loopCaps
+	caps.MaxSendWr = 256
+	for r := range rounds {
+		p := newLoopPair(t, 511, caps, (posters*per+1)*8)
+		a := p.a
+		id := func(w, i int) uint64 { return uint64(w)<<32 | uint64(i) }
+		write := func(w, i int) error {
+			off := (w*per + i) * 8
+			binary.LittleEndian.PutUint64(a.mem[off:], id(w, i)+1)
+			return a.qp.PostSend([]provider.SendWR{{ID: id(w, i), Opcode: provider.WRRDMAWrite,
+				Flags: provider.SendSignaled, SGL: []provider.SGE{a.sge(off, 8)}, RemoteAddr: p.b.addr(off), Rkey: p.b.key}})
+		}
+		// The first goroutine to post owns the bias (this one, for the
+		// last slot), then the posters share the queue.
+		if err := write(posters, 0); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, posters+pollers)
+		for w := range posters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range per {
+					if err := write(w, i); err != nil {
+						errs <- fmt.Errorf("round %d poster %d: post %d: %w", r, w, i, err)
+						return
+					}
+					if i%7 == w {
+						runtime.Gosched()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		a.hw.Lock()
+		_, err := a.hca.Run()
+		a.hw.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two pollers share the CQ (the first poll, here, takes its bias).
+		// Each sees a subsequence of the CQ's order, in which each
+		// poster's WRs come in posting order.
+		var mu sync.Mutex
+		got := map[uint64]int{}
+		first := make([]provider.WC, 1)
+		if n, err := a.cq.Poll(first); err != nil || n != 1 || first[0].ID != id(posters, 0) {
+			t.Fatalf("round %d: first poll: %d, %v, %+v", r, n, err, first[0])
+		}
+		got[first[0].ID] = 1
+		want := posters*per + 1
+		var polled atomic.Int64
+		polled.Store(1)
+		for range pollers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wcs := make([]provider.WC, 3)
+				next := make([]int, posters+1)
+				deadline := time.Now().Add(10 * time.Second)
+				for polled.Load() < int64(want) {
+					n, err := a.cq.Poll(wcs)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n == 0 {
+						if time.Now().After(deadline) {
+							t.Errorf("round %d: %d of %d completions after 10 s", r, polled.Load(), want)
+							return
+						}
+						runtime.Gosched()
+						continue
+					}
+					mu.Lock()
+					for _, wc := range wcs[:n] {
+						if wc.Status != provider.WCSuccess {
+							t.Errorf("round %d: WR %#x: status %v", r, wc.ID, wc.Status)
+						}
+						got[wc.ID]++
+						w, i := int(wc.ID>>32), int(uint32(wc.ID))
+						if w < posters && i < next[w] {
+							t.Errorf("round %d: poster %d's WR %d completed after its WR %d", r, w, i, next[w]-1)
+						}
+						next[min(w, posters)] = i + 1
+					}
+					mu.Unlock()
+					polled.Add(int64(n))
+				}
+			}()
+		}
+		wg.Wait()
+		if len(got) != want {
+			t.Fatalf("round %d: %d WRs completed, want %d", r, len(got), want)
+		}
+		for k, c := range got {
+			if c != 1 {
+				t.Errorf("round %d: WR %#x completed %d times", r, k, c)
+			}
+		}
+		for w := range posters {
+			for i := range per {
+				off := (w*per + i) * 8
+				if v := binary.LittleEndian.Uint64(p.b.mem[off:]); v != id(w, i)+1 {
+					t.Fatalf("round %d: poster %d write %d: remote holds %#x, want %#x", r, w, i, v, id(w, i)+1)
+				}
+			}
+		}
+		if biasable && (a.qp.sq.mu.bias&biasRevoked == 0 || a.cq.mu.bias&biasRevoked == 0) {
+			t.Fatalf("round %d: bias not revoked (send queue %#x, CQ %#x)", r, a.qp.sq.mu.bias, a.cq.mu.bias)
 		}
 	}
 }
