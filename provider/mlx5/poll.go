@@ -17,7 +17,7 @@ import (
 // completions before it are in wcs[:n], it is consumed, and the error is
 // returned with n.
 func (cq *CQ) Poll(wcs []provider.WC) (int, error) {
-	me := cq.mu.who() // see spinLock
+	me := cq.mu.whoFast() // see spinLock
 	cq.mu.lockAs(me)
 	if cq.closed {
 		cq.mu.unlockAs(me)

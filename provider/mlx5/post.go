@@ -82,7 +82,7 @@ func (sq *sendQueue) post(wrs []provider.SendWR) error {
 	// Unlocked by hand on each way out rather than deferred: a deferred
 	// Unlock is a call, this the inlined store. me, the goroutine, is
 	// what the locks' bias compares (see spinLock).
-	me := sq.mu.who()
+	me := sq.mu.whoFast()
 	sq.mu.lockAs(me)
 	// The context's Close sets closed under sq.mu before it unmaps the
 	// UAR (see lifetime): held to the end, the mutex keeps the register

@@ -13,9 +13,24 @@ const biasable = true
 func curG() uintptr
 
 // who returns what lockAs and unlockAs take as me: curG(), which a solo
-// lock needs not.
+// lock needs not. Lock and Unlock call it each; see whoFast for the data
+// path.
 func (l *spinLock) who() uintptr {
 	if l.solo {
+		return 0
+	}
+	return curG()
+}
+
+// whoFast is who for a caller that passes the same me to lockAs and
+// unlockAs, as post and Poll do: on a lock whose bias is revoked it
+// returns 0, which takes the lock by compare-and-swap and gives it back
+// the same way, without the call that finds the goroutine. (Lock and
+// Unlock may not use it: a bias revoked between the two would have the
+// owner, inside by the biased entry, give back the compare-and-swap word
+// that the revoking goroutine holds.)
+func (l *spinLock) whoFast() uintptr {
+	if l.solo || l.bias&biasRevoked != 0 {
 		return 0
 	}
 	return curG()

@@ -14,6 +14,9 @@ func curG() uintptr { return 0 }
 // who returns what lockAs and unlockAs take as me.
 func (l *spinLock) who() uintptr { return 0 }
 
+// whoFast is who for the data path (see the amd64 version).
+func (l *spinLock) whoFast() uintptr { return 0 }
+
 // lockAs takes the lock for the data path. A solo lock's entry stores
 // and loads atomically here: on arm64 the load must be an acquire
 // (LDAR), and the race detector must see both.
