@@ -82,11 +82,8 @@ func (l *spinLock) lockSlow(me uintptr) {
 		l.soloWait()
 		return
 	}
-	b := atomic.LoadUintptr(&l.bias)
-	if b&biasRevoked != 0 && b != me|biasRevoked && atomic.CompareAndSwapUint32(&l.cas, 0, 1) {
-		return // the usual way of a revoked lock, shared by goroutines
-	}
-	for ; ; b = atomic.LoadUintptr(&l.bias) {
+	for {
+		b := atomic.LoadUintptr(&l.bias)
 		if b&^biasRevoked == me && me != 0 {
 			// The owner, out of a fast entry that met a revocation
 			// (or that read the bias already revoked): state is its
@@ -95,7 +92,10 @@ func (l *spinLock) lockSlow(me uintptr) {
 		}
 		switch {
 		case b&biasRevoked != 0:
-			spinCAS(&l.cas)
+			// The usual way of a revoked lock, shared by goroutines.
+			if !atomic.CompareAndSwapUint32(&l.cas, 0, 1) {
+				spinCAS(&l.cas)
+			}
 			return
 		case b == 0:
 			if !biasable || me == 0 || soloBarrierReady() != nil {
@@ -114,9 +114,7 @@ func (l *spinLock) lockSlow(me uintptr) {
 			// A revocation raised excl and has not flipped the bias
 			// yet: wait for it.
 			for i := 0; atomic.LoadUintptr(&l.bias) == me; i++ {
-				if i >= 32 {
-					runtime.Gosched()
-				}
+				backoff(i)
 			}
 		default:
 			if l.revoke(b) {
@@ -132,9 +130,7 @@ func (l *spinLock) lockSlow(me uintptr) {
 func (l *spinLock) revoke(b uintptr) bool {
 	if !atomic.CompareAndSwapUint32(&l.excl, 0, 1) {
 		for i := 0; atomic.LoadUintptr(&l.bias)&biasRevoked == 0; i++ {
-			if i >= 32 {
-				runtime.Gosched()
-			}
+			backoff(i)
 		}
 		return false
 	}
@@ -147,9 +143,7 @@ func (l *spinLock) revoke(b uintptr) bool {
 	// before it and shows in state, or reads excl raised and backs out.
 	soloBarrier()
 	for i := 0; atomic.LoadUint32(&l.state) != 0; i++ {
-		if i >= 32 {
-			runtime.Gosched()
-		}
+		backoff(i)
 	}
 	return true
 }
@@ -171,9 +165,7 @@ func (l *spinLock) soloWait() {
 	for {
 		storeRelease(&l.state, 0)
 		for i := 0; atomic.LoadUint32(&l.excl) != 0; i++ {
-			if i >= 32 {
-				runtime.Gosched()
-			}
+			backoff(i)
 		}
 		atomic.StoreUint32(&l.state, 1)
 		if atomic.LoadUint32(&l.excl) == 0 {
@@ -188,9 +180,15 @@ func spinCAS(w *uint32) {
 		if atomic.LoadUint32(w) == 0 && atomic.CompareAndSwapUint32(w, 0, 1) {
 			return
 		}
-		if i >= 32 {
-			runtime.Gosched()
-		}
+		backoff(i)
+	}
+}
+
+// backoff is a wait loop's pause after i tries: none for the first 32,
+// then the P yielded, so that a holder that was preempted runs again.
+func backoff(i int) {
+	if i >= 32 {
+		runtime.Gosched()
 	}
 }
 
@@ -207,9 +205,7 @@ func (l *spinLock) LockExcl() {
 	}
 	soloBarrier()
 	for i := 0; atomic.LoadUint32(&l.state) != 0; i++ {
-		if i >= 32 {
-			runtime.Gosched()
-		}
+		backoff(i)
 	}
 }
 
