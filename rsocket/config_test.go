@@ -43,6 +43,10 @@ func TestConfigBad(t *testing.T) {
 		{Config{KeepAlive: -time.Second}, "KeepAlive"},
 		{Config{KeepAlive: time.Microsecond}, "KeepAlive"},
 		{Config{PollTime: -time.Microsecond}, "PollTime"},
+		{Config{IOMapSize: -1}, "IOMapSize"},
+		{Config{IOMapSize: 129}, "IOMapSize"},
+		{Config{IOMapSize: 300}, "IOMapSize"},
+		{Config{IOMapSize: 32768}, "IOMapSize"},
 	} {
 		_, err := tc.cfg.withDefaults()
 		if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "Config."+tc.field) {

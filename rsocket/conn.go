@@ -69,6 +69,11 @@ type Config struct {
 	// transfer, which polling would take CPU from. 10 µs polls as
 	// librdmacm does; not negative.
 	PollTime time.Duration
+	// IOMapSize is how many mappings of the peer's (its MapIO, rsockets'
+	// riomap) this side takes for WriteIO (rsockets' RDMA_IOMAPSIZE;
+	// default 0, none). riostream sets 1. 0..128, or a multiple of 256 up
+	// to 32512: what the one byte of the connection data carries.
+	IOMapSize int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -100,6 +105,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("rsocket: Config.KeepAlive %v is neither 0 nor at least 1ms: %w", c.KeepAlive, unix.EINVAL)
 	case c.PollTime < 0:
 		return c, fmt.Errorf("rsocket: Config.PollTime %v is negative: %w", c.PollTime, unix.EINVAL)
+	}
+	if _, ok := scaleOf(c.IOMapSize); !ok {
+		return c, fmt.Errorf("rsocket: Config.IOMapSize %d is neither 0..128 nor a multiple of 256 up to %d: %w",
+			c.IOMapSize, maxIOMapSlots, unix.EINVAL)
 	}
 	return c, nil
 }
@@ -150,12 +159,15 @@ type Conn struct {
 	cch   *uverbs.CompChannel
 	cq    *uverbs.CQ
 	qp    *uverbs.QP
-	mem   *uverbs.Buffer // rbuf | sbuf | target SGL | control slots
+	mem   *uverbs.Buffer // rbuf | sbuf | target SGL | iomap slots | control slots | scratch
 	mr    *uverbs.MR
 	rbuf  []byte
 	sbuf  []byte
 	sgl   []byte
+	ioSl  []byte // the iomap slots the peer writes (Config.IOMapSize)
 	ctrl  []byte
+	// offsets in mem of the target SGL, the control slots and scratch
+	sglOff, ctrlOff, scratchOff int
 	// scratch stages inline data: the device copies it at PostSend.
 	scratch []byte
 	inline  int
@@ -181,6 +193,13 @@ type Conn struct {
 	remoteSGL  sge
 	remoteSge  uint32
 	peerOrd    binary.ByteOrder
+	// iomap: where the peer's slots are (Length: how many), this side's
+	// mappings by the peer's slot they take, those not yet sent to it,
+	// and the slot WriteIO found last
+	peerIO     sge
+	ioMaps     []*IOMap
+	ioPending  []*IOMap
+	ioLast     int
 	rseqComp   uint32
 	wrShut     bool  // CloseWrite done
 	peerGone   bool  // DISCONNECT or CM disconnect from the peer
@@ -282,7 +301,11 @@ func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	}
 	c.inline = int(c.qp.Cap().MaxInlineData)
 	c.inline = min(c.inline, maxInline)
-	total := cfg.RecvBuffer + cfg.SendBuffer + sglEntries*sgeBytes + ctrlSlots*sgeBytes + maxInline
+	c.sglOff = cfg.RecvBuffer + cfg.SendBuffer
+	ioOff := c.sglOff + sglEntries*sgeBytes // where librdmacm puts them: right after the SGL
+	c.ctrlOff = ioOff + cfg.IOMapSize*iomapBytes
+	c.scratchOff = c.ctrlOff + ctrlSlots*ctrlSlotBytes
+	total := c.scratchOff + maxInline
 	if c.mem, err = uverbs.AllocBuffer(total); err != nil {
 		return c, err
 	}
@@ -291,13 +314,12 @@ func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	}
 	b := c.mem.Bytes()
 	c.rbuf = b[:cfg.RecvBuffer:cfg.RecvBuffer]
-	b = b[cfg.RecvBuffer:]
-	c.sbuf = b[:cfg.SendBuffer:cfg.SendBuffer]
-	b = b[cfg.SendBuffer:]
-	c.sgl = b[: sglEntries*sgeBytes : sglEntries*sgeBytes]
-	c.ctrl = b[sglEntries*sgeBytes : sglEntries*sgeBytes+ctrlSlots*sgeBytes]
-	c.scratch = b[sglEntries*sgeBytes+ctrlSlots*sgeBytes:]
-	c.rx = newReceiver(uint32(cfg.RecvBuffer))
+	c.sbuf = b[cfg.RecvBuffer:c.sglOff:c.sglOff]
+	c.sgl = b[c.sglOff:ioOff:ioOff]
+	c.ioSl = b[ioOff:c.ctrlOff:c.ctrlOff]
+	c.ctrl = b[c.ctrlOff:c.scratchOff:c.scratchOff]
+	c.scratch = b[c.scratchOff:]
+	c.rx = newReceiver(uint32(cfg.RecvBuffer), uint32(cfg.IOMapSize))
 	c.sqeAvail = cfg.SQSize - ctrlSlots
 	c.ctrlAvail = ctrlSlots
 	c.sbufAvail = cfg.SendBuffer
@@ -321,8 +343,9 @@ func (c *Conn) addr(off int) uint64 { return c.mr.Addr() + uint64(off) }
 
 // localConnData is what this side sends in its request or reply.
 func (c *Conn) localConnData() []byte {
-	d := connData{Version: connDataVersion, Flags: hostFlags(), Credits: uint16(c.cfg.RQSize),
-		TargetSGL:  sge{c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer), c.mr.Rkey(), sglEntries},
+	slots, _ := scaleOf(c.cfg.IOMapSize) // checked in withDefaults
+	d := connData{Version: connDataVersion, Flags: hostFlags(), Credits: uint16(c.cfg.RQSize), IOMapSize: slots,
+		TargetSGL:  sge{c.addr(c.sglOff), c.mr.Rkey(), sglEntries},
 		DataBuffer: sge{c.addr(0), c.mr.Rkey(), uint32(c.cfg.RecvBuffer / 2)}}
 	b := make([]byte, connDataBytes)
 	d.marshal(b)
@@ -333,6 +356,10 @@ func (c *Conn) localConnData() []byte {
 func (c *Conn) start(peer connData) {
 	c.remoteSGL = peer.TargetSGL
 	c.peerOrd = peerOrder(peer.Flags)
+	if peer.Flags&flagIOMap != 0 {
+		c.peerIO = sge{Addr: peer.TargetSGL.Addr + uint64(peer.TargetSGL.Length)*sgeBytes, Key: peer.TargetSGL.Key,
+			Length: uint32(scaleValue(peer.IOMapSize))}
+	}
 	c.sseqComp = peer.Credits
 	c.tgt = peer.DataBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -749,10 +776,9 @@ func (c *Conn) sendCredits() {
 	*wr = uverbs.SendWR{ID: c.signaledID(wrCtrl, 0, 0), Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWriteWithImm,
 		Imm: mkImm(opSGL, limit)}
 	if off, length, ok := c.rx.advertise(); ok {
-		slot := int(c.ctrlSeq%ctrlSlots) * sgeBytes
+		slot := int(c.ctrlSeq%ctrlSlots) * ctrlSlotBytes
 		putSGE(c.ctrl[slot:], c.peerOrd, sge{c.addr(int(off)), c.mr.Rkey(), length})
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer + sglEntries*sgeBytes + slot),
-			Length: sgeBytes, Lkey: c.mr.Lkey()}
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.ctrlOff + slot), Length: sgeBytes, Lkey: c.mr.Lkey()}
 		wr.SGL = c.sendSGE[:]
 		wr.RemoteAddr = c.remoteSGL.Addr + uint64(c.remoteSge)*sgeBytes
 		wr.Rkey = c.remoteSGL.Key
@@ -844,25 +870,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 	var since time.Time // when this Write began to wait (await)
 	for done < len(p) {
 		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return done, c.opErr("write", net.ErrClosed)
-		}
-		if c.err != nil {
-			err := c.err
+		if err := c.writeErr(); err != nil {
 			c.mu.Unlock()
 			return done, c.opErr("write", err)
 		}
-		if c.wrShut {
-			c.mu.Unlock()
-			return done, c.opErr("write", unix.EPIPE)
-		}
-		if c.peerGone {
-			c.mu.Unlock()
-			return done, c.opErr("write", unix.ECONNRESET)
-		}
 		c.refreshTarget()
-		if c.sendRoom() && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
+		// Mappings go first: the peer may use them once it reads what
+		// follows (riostream's sync message).
+		c.sendIOMaps()
+		if len(c.ioPending) == 0 && c.sendRoom() && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
 			rest := len(p) - done
 			n := rest
 			if olen < rest {
@@ -893,19 +909,49 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// writeErr is why nothing can be written now, if anything. Holds mu.
+func (c *Conn) writeErr() error {
+	switch {
+	case c.closed:
+		return net.ErrClosed
+	case c.err != nil:
+		return c.err
+	case c.wrShut:
+		return unix.EPIPE
+	case c.peerGone:
+		return unix.ECONNRESET
+	}
+	return nil
+}
+
 // postData sends b as one DATA message, inline or staged in the send
 // ring. Holds mu.
 func (c *Conn) postData(b []byte, inline bool) error {
 	n := len(b)
+	if err := c.postWrite(b, inline, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
+		return fmt.Errorf("rsocket: posting data: %w", err)
+	}
+	c.tgt.Addr += uint64(n)
+	c.tgt.Length -= uint32(n)
+	if c.tgt.Length == 0 {
+		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
+	}
+	c.sseqNo++
+	return nil
+}
+
+// postWrite posts b, inline or staged in the send ring, as an RDMA write
+// (op, with imm if it is one) to addr and rkey: a DATA message, or
+// WriteIO's plain write. Holds mu.
+func (c *Conn) postWrite(b []byte, inline bool, op uverbs.WROpcode, imm uint32, addr uint64, rkey uint32) error {
+	n := len(b)
 	wr := &c.sendWR[0]
-	*wr = uverbs.SendWR{Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opData, uint32(n)),
-		RemoteAddr: c.tgt.Addr, Rkey: c.tgt.Key, SGL: c.sendSGE[:]}
+	*wr = uverbs.SendWR{Opcode: op, Imm: imm, RemoteAddr: addr, Rkey: rkey, SGL: c.sendSGE[:]}
 	staged := 0 // bytes of sbuf
 	if inline {
 		wr.Flags = uverbs.SendInline
 		copy(c.scratch, b)
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.cfg.SendBuffer + (sglEntries+ctrlSlots)*sgeBytes),
-			Length: uint32(n), Lkey: c.mr.Lkey()}
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.scratchOff), Length: uint32(n), Lkey: c.mr.Lkey()}
 	} else {
 		copy(c.sbuf[c.sbufHead:], b)
 		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.sbufHead), Length: uint32(n), Lkey: c.mr.Lkey()}
@@ -932,16 +978,7 @@ func (c *Conn) postData(b []byte, inline bool) error {
 	}
 	err := c.qp.PostSend(c.sendWR[:])
 	wr.SGL = nil
-	if err != nil {
-		return fmt.Errorf("rsocket: posting data: %w", err)
-	}
-	c.tgt.Addr += uint64(n)
-	c.tgt.Length -= uint32(n)
-	if c.tgt.Length == 0 {
-		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
-	}
-	c.sseqNo++
-	return nil
+	return err
 }
 
 // sendRoom reports whether a DATA message has a send queue slot and, if
@@ -1128,6 +1165,15 @@ func (c *Conn) free() error {
 	}
 	if c.qp != nil {
 		keep(c.id.DestroyQP())
+	}
+	c.mu.Lock()
+	maps := c.ioMaps
+	c.ioMaps, c.ioPending = nil, nil
+	c.mu.Unlock()
+	for _, m := range maps {
+		if m != nil {
+			keep(m.release())
+		}
 	}
 	if c.mr != nil {
 		keep(c.mr.Close())

@@ -39,6 +39,7 @@ func TestMalformedPeerVM(t *testing.T) {
 		{"zero-length data", mkImm(opData, 0)},
 		{"data beyond the ring", mkImm(opData, maxImmData)},
 		{"credits moved back", mkImm(opSGL, 1)},
+		{"iomap update of a slot not offered", mkImm(opIOMapSGL, 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, server := pair(t, ListenConfig{}, fromB)

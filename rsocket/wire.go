@@ -13,8 +13,11 @@ const (
 	flagNet         = 0x01 // the sender is big-endian
 	flagIOMap       = 0x02 // byte 7 (iomap slots) is valid
 	sgeBytes        = 16   // struct rs_sge: addr u64, key u32, length u32
+	iomapBytes      = 24   // struct rs_iomap: offset u64, then an rs_sge
+	maxIOMapSlots   = 0x7F << 8
 	sglEntries      = 2    // RS_SGL_SIZE
 	ctrlSlots       = 4    // RS_QP_CTRL_SIZE: send slots kept for control messages
+	ctrlSlotBytes   = 24   // what a control message carries at most: an SGE or an iomap entry
 	olapStart       = 2048 // RS_OLAP_START_SIZE
 	maxTransfer     = 65536
 	sndLowat        = 2048 // RS_SNDLOWAT
@@ -97,12 +100,64 @@ func parseConnData(b []byte) (connData, error) {
 		return d, fmt.Errorf("%w: target SGL of %d entries, want 2..65536", errProtocol, d.TargetSGL.Length)
 	case d.TargetSGL.Addr+uint64(d.TargetSGL.Length)*sgeBytes < d.TargetSGL.Addr:
 		return d, fmt.Errorf("%w: target SGL at %#x wraps the address space", errProtocol, d.TargetSGL.Addr)
+	case d.Flags&flagIOMap != 0 && d.TargetSGL.Addr+uint64(d.TargetSGL.Length)*sgeBytes+
+		uint64(scaleValue(d.IOMapSize))*iomapBytes < d.TargetSGL.Addr:
+		return d, fmt.Errorf("%w: iomap slots after the target SGL at %#x wrap the address space", errProtocol, d.TargetSGL.Addr)
 	case d.DataBuffer.Length == 0:
 		return d, fmt.Errorf("%w: data buffer of 0 bytes", errProtocol)
 	case d.DataBuffer.Addr+uint64(d.DataBuffer.Length) < d.DataBuffer.Addr:
 		return d, fmt.Errorf("%w: data buffer at %#x wraps the address space", errProtocol, d.DataBuffer.Addr)
 	}
 	return d, nil
+}
+
+// scaleOf encodes a number of iomap slots in rsockets' one byte
+// (rs_value_to_scale with 8 bits): n up to 128 as itself, multiples of 256
+// up to 32512 as 0x80 | n>>8. ok is false for any other n, which the byte
+// cannot carry (librdmacm rounds it down).
+func scaleOf(n int) (b uint8, ok bool) {
+	switch {
+	case n >= 0 && n <= 128:
+		return uint8(n), true
+	case n > 128 && n <= maxIOMapSlots && n%256 == 0:
+		return uint8(0x80 | n>>8), true
+	}
+	return 0, false
+}
+
+// scaleValue decodes scaleOf's byte (rs_scale_to_value).
+func scaleValue(b uint8) int {
+	if b <= 128 {
+		return int(b)
+	}
+	return int(b&0x7F) << 8
+}
+
+// ioMapEntry is struct rs_iomap: the peer may write Length bytes at Addr
+// (with Key) for the stream offsets Offset onwards.
+type ioMapEntry struct {
+	Offset uint64
+	Addr   uint64
+	Key    uint32
+	Length uint32
+}
+
+func putIOMapEntry(b []byte, o binary.ByteOrder, e ioMapEntry) {
+	o.PutUint64(b, e.Offset)
+	o.PutUint64(b[8:], e.Addr)
+	o.PutUint32(b[16:], e.Key)
+	o.PutUint32(b[20:], e.Length)
+}
+
+// parseIOMapEntry reads an iomap slot the peer wrote in our byte order.
+func parseIOMapEntry(b []byte) ioMapEntry {
+	o := binary.NativeEndian
+	return ioMapEntry{o.Uint64(b), o.Uint64(b[8:]), o.Uint32(b[16:]), o.Uint32(b[20:])}
+}
+
+// covers reports whether the entry maps stream offset off.
+func (e ioMapEntry) covers(off uint64) bool {
+	return off >= e.Offset && off-e.Offset < uint64(e.Length)
 }
 
 // peerOrder is the byte order the peer's SGL entries are written in.
@@ -149,13 +204,14 @@ type receiver struct {
 	// free is the number of read bytes not yet advertised again (rsocket's
 	// rbuf_bytes_avail); freeOff is where they start.
 	free, freeOff uint32
-	seqNo         uint32 // data messages received
+	seqNo         uint32 // messages received that took a credit (DATA, IOMAP_SGL)
 	eof           bool
+	ioSlots       uint32 // iomap slots offered to the peer
 }
 
-func newReceiver(size uint32) receiver {
+func newReceiver(size, ioSlots uint32) receiver {
 	h := size / 2
-	return receiver{size: size, ext: [sglEntries]uint32{h}, n: 1, free: h, freeOff: h}
+	return receiver{size: size, ext: [sglEntries]uint32{h}, n: 1, free: h, freeOff: h, ioSlots: ioSlots}
 }
 
 // onMessage applies one received immediate. A message the peer had no
@@ -194,8 +250,19 @@ func (r *receiver) onMessage(imm uint32) (rxEvent, error) {
 			return rxShutdown, nil
 		}
 		return rxNone, nil // keepalive and unknown values: ignored, as librdmacm
-	case opWrite, opIOMapSGL:
-		return rxNone, nil // we offer no iomap; librdmacm ignores both
+	case opIOMapSGL:
+		// The peer wrote one of our iomap slots (data is its index); the
+		// slot is read when a WriteIO needs it. The message took a credit
+		// from the peer and a receive, which is posted again: count it,
+		// so that the credit comes back (librdmacm's receiver does not,
+		// and its peer loses a credit per mapping).
+		if data >= r.ioSlots {
+			return rxNone, fmt.Errorf("%w: iomap update of slot %d, %d offered", errProtocol, data, r.ioSlots)
+		}
+		r.seqNo++
+		return rxNone, nil
+	case opWrite:
+		return rxNone, nil // never on the wire; librdmacm ignores it
 	}
 	return rxNone, fmt.Errorf("%w: reserved operation %d in immediate %#08x", errProtocol, op, imm)
 }
