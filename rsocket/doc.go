@@ -1,7 +1,7 @@
 // Package rsocket is a net.Conn over RDMA that speaks librdmacm's rsocket
 // stream protocol (rdma-core's rsocket.c, docs/rsocket) in pure Go: a Go
-// program talks to C programs using rsockets (rstream, riostream's stream
-// part, anything run under librspreload) and to other Go programs, with no
+// program talks to C programs using rsockets (rstream, riostream, anything
+// run under librspreload) and to other Go programs, with no
 // librdmacm and no cgo.
 //
 //	l, err := rsocket.Listen(ctx, "10.99.0.1:7471")
@@ -50,7 +50,23 @@
 // rsocket rings of twice their value), inline size, QP depths, keepalive
 // (SO_KEEPALIVE with TCP_KEEPIDLE: Config.KeepAlive), and how long a
 // wait polls (Config.PollTime; librdmacm's polling_time is 10 µs).
-// riostream's iomap (riomap/riowrite) is not implemented.
+//
+// # iomap
+//
+// rsockets also let one side write straight into memory of the other's,
+// riostream's way: Conn.MapIO (riomap) maps new memory of this side at
+// a range of offsets and sends the mapping to the peer, whose
+// Conn.WriteIO (riowrite) then writes there by plain RDMA writes that
+// this side's CPU never sees. Config.IOMapSize is how many of the peer's
+// mappings a side takes (RDMA_IOMAPSIZE; 0, none, by default). The
+// written data is in place when stream data the writer sent after it
+// arrives, or when a byte it wrote last has its final value
+// (IOMap.Load):
+//
+//	m, err := c.MapIO(1<<20, 0)            // the peer may write offsets 0..1 MiB-1
+//	c.Write(hello)                         // the mapping goes ahead of it
+//	...
+//	n, err := peer.WriteIO(data, 4096)     // on the peer, once it read hello
 //
 // # Addresses
 //

@@ -13,18 +13,6 @@ import (
 	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
-func TestSizeStr(t *testing.T) {
-	for in, want := range map[int64]string{64: "64", 1536: "1.5k", 100000: "97k", 1048576000: "1000m",
-		1258291200: "1.1g", 4096: "4k", 12 << 20: "12m"} {
-		if got := sizeStr(in); got != want {
-			t.Errorf("sizeStr(%d) = %q, want %q", in, got, want)
-		}
-	}
-	if got := cntStr(100000); got != "100k" {
-		t.Errorf("cntStr(100000) = %q", got)
-	}
-}
-
 // TestTCPSuite runs the default suite (latency phase, reconnection,
 // bandwidth phase) over kernel TCP on loopback. It touches no RDMA device:
 // the host's go test runs it (seconds), the test VM does not (over a

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/streamtool"
+	"github.com/goverbs/goverbs/internal/streamtool/streamtest"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
-	"github.com/goverbs/goverbs/internal/testvm/vmproc"
 )
 
 // TestInteropVM runs this rstream against rdma-core's, each side as
@@ -60,7 +59,7 @@ func TestInteropSizesVM(t *testing.T) {
 	vmenv.RequireDevice(t, vmenv.RXE0)
 	vmenv.RequireDevice(t, vmenv.RXE1)
 	sizes := []int{1}
-	for _, s := range allSizes() {
+	for _, s := range streamtool.AllSizes() {
 		if s <= 1<<20 {
 			sizes = append(sizes, s)
 		}
@@ -77,21 +76,7 @@ func TestInteropSizesVM(t *testing.T) {
 					port++
 					count := min(64, max(2, 256<<10/size))
 					args := []string{"-S", strconv.Itoa(size), "-C", strconv.Itoa(count), "-I", "2", "-T", mode, "-T", "v"}
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-					gout, cout, err := interop(ctx, port, goServer, args)
-					cancel()
-					if err != nil {
-						t.Fatalf("%v: %v\nGo rstream:\n%s\nrdma-core rstream:\n%s", args, err, gout, cout)
-					}
-					for who, out := range map[string]string{"Go": gout, "rdma-core": cout} {
-						lines := strings.Split(strings.TrimSpace(out), "\n")
-						f := strings.Fields(lines[len(lines)-1])
-						if len(lines) != 2 || len(f) != 8 || f[0] != "custom" || f[1] != sizeStr(size) ||
-							strings.Contains(out, "verification failed") {
-							t.Errorf("%v: %s rstream printed, want one row of %s bytes:\n%s", args, who, sizeStr(size), out)
-						}
-					}
-					t.Logf("%-8d %s", size, strings.TrimSpace(strings.Split(cout, "\n")[1]))
+					streamtest.CheckPair(t, "rstream", run, port, goServer, args, size)
 				}
 			})
 		}
@@ -141,81 +126,12 @@ func TestGoPairVM(t *testing.T) {
 		t.Run(size, func(t *testing.T) {
 			p := strconv.Itoa(7870 + i)
 			args := []string{"-p", p, "-S", size, "-C", "8", "-I", "1", "-T", "b", "-T", "v"}
-			var sout, serr vmproc.Buffer
-			done := make(chan int, 1)
-			go func() { done <- run(append([]string{"rstream", "-b", vmenv.AddrA}, args...), &sout, &serr) }()
-			for sout.String() == "" && serr.String() == "" {
-				time.Sleep(10 * time.Millisecond)
-			}
-			var cout, cerr bytes.Buffer
-			rc := run(append([]string{"rstream", "-s", vmenv.AddrA, "-b", vmenv.AddrB}, args...), &cout, &cerr)
-			src := <-done
-			t.Logf("client (%d):\n%s%s\nserver (%d):\n%s%s", rc, cout.String(), cerr.String(), src, sout.String(), serr.String())
-			if rc != 0 || src != 0 || strings.Count(cout.String()+sout.String(), "\ncustom ") != 2 {
-				t.Fatal("a side failed")
-			}
+			streamtest.GoPair(t, "rstream", run, args)
 		})
 	}
 }
 
-// interop runs one rstream pair with args on port, the server on rxe0,
-// the client bound to rxe1; the Go side is the server if goServer. The
-// server starts first. It returns both outputs (stdout and stderr).
+// interop runs one rstream pair with args on port (streamtest.Interop).
 func interop(ctx context.Context, port int, goServer bool, args []string) (gout, cout string, err error) {
-	p := strconv.Itoa(port)
-	server := append([]string{"-b", vmenv.AddrA, "-p", p}, args...)
-	client := append([]string{"-s", vmenv.AddrA, "-b", vmenv.AddrB, "-p", p}, args...)
-	cArgs, goArgs := client, server
-	if !goServer {
-		cArgs, goArgs = server, client
-	}
-	var cbuf vmproc.Buffer
-	cmd := exec.CommandContext(ctx, "rstream", cArgs...)
-	cmd.Stdout, cmd.Stderr = &cbuf, &cbuf
-	var gbuf, gerr vmproc.Buffer
-	rc := 1
-	if goServer {
-		done := make(chan int, 1)
-		go func() { done <- run(append([]string{"rstream"}, goArgs...), &gbuf, &gerr) }()
-		// The server prints its header once it listens.
-		for gbuf.String() == "" && gerr.String() == "" && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err := cmd.Start(); err != nil {
-			return "", "", err
-		}
-		err = cmd.Wait()
-		select {
-		case rc = <-done:
-		case <-ctx.Done():
-		}
-	} else {
-		if err := cmd.Start(); err != nil {
-			return "", "", err
-		}
-		for try := 0; try < 100; try++ {
-			if try > 0 {
-				time.Sleep(50 * time.Millisecond)
-			}
-			gbuf.Reset()
-			gerr.Reset()
-			rc = run(append([]string{"rstream"}, goArgs...), &gbuf, &gerr)
-			// Retry only while the server does not listen yet.
-			if !strings.Contains(gerr.String(), "nobody listens") {
-				break
-			}
-		}
-		if rc != 0 {
-			cmd.Process.Kill()
-		}
-		err = cmd.Wait()
-	}
-	gout, cout = gbuf.String()+gerr.String(), cbuf.String()
-	switch {
-	case rc != 0:
-		return gout, cout, fmt.Errorf("Go rstream %v exited %d (rdma-core rstream %v: %v)", goArgs, rc, cArgs, err)
-	case err != nil:
-		return gout, cout, fmt.Errorf("rdma-core rstream %v: %w", cArgs, err)
-	}
-	return gout, cout, nil
+	return streamtest.Interop(ctx, "rstream", run, port, goServer, args)
 }
