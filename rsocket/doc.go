@@ -59,9 +59,9 @@
 // Conn.WriteIO (riowrite) then writes there by plain RDMA writes that
 // this side's CPU never sees. Config.IOMapSize is how many of the peer's
 // mappings a side takes (RDMA_IOMAPSIZE; 0, none, by default). The
-// written data is in place when stream data the writer sent after it
-// arrives, or when a byte it wrote last has its final value
-// (IOMap.Load):
+// written data is in place once stream data the writer sent after it
+// arrives (a byte it wrote last taking its value, which riostream waits
+// for, is not enough on rxe: see IOMap):
 //
 //	m, err := c.MapIO(1<<20, 0)            // the peer may write offsets 0..1 MiB-1
 //	c.Write(hello)                         // the mapping goes ahead of it

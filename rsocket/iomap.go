@@ -23,10 +23,13 @@ var ErrNotMapped = errors.New("rsocket: the peer has mapped no memory at this of
 // IOMap is memory of this side that the peer writes straight into with
 // its WriteIO (rsockets' riomap with PROT_WRITE, which riostream uses): the
 // peer's device writes it without a message and without this side's CPU.
-// The data is in place when something the peer sends after it arrives
-// (its writes and its stream data travel in order), or when a byte the
-// peer writes last has its final value: read such a flag with Load. Make
-// one with Conn.MapIO.
+// The data is in place once stream data the peer wrote after it arrives
+// here: its writes and its stream data travel in order. riostream instead
+// waits for the last byte of its buffer to take a value the peer put
+// there (Load reads such a byte); on rxe that is not enough: rxe copies a
+// packet's payload into memory with the kernel's memcpy, which may copy
+// 32 bytes or more backwards, so that the last byte can be in memory
+// before the first bytes of its packet. Make one with Conn.MapIO.
 //
 // The memory is the package's (mapped apart from Go's heap, so that the
 // garbage collector never moves it); Bytes returns it. Close ends the
@@ -146,8 +149,9 @@ func (m *IOMap) Len() int { return m.size }
 
 // Load reads byte i of the memory atomically: a loop waiting for a byte
 // the peer writes sees it change (a plain read may be hoisted out of the
-// loop by the compiler). It panics if i is out of range, as an index
-// does, and returns 0 after Close.
+// loop by the compiler). What else the peer wrote may not all be in place
+// yet (see IOMap). It panics if i is out of range, as an index does, and
+// returns 0 after Close.
 func (m *IOMap) Load(i int) byte {
 	if i < 0 || i >= m.size {
 		panic(fmt.Sprintf("rsocket: IOMap.Load(%d) of a %d-byte mapping", i, m.size))

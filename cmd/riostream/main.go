@@ -12,6 +12,14 @@
 // marker the sender put there, as riostream spins on it. Between tests a
 // 16-byte message each way carries the mappings.
 //
+// On rxe that marker can come before the rest of its packet (rxe copies a
+// packet's payload with the kernel's memcpy, backwards at times), so -T v
+// can fail now and then where the transfer's last packet carries 32 bytes
+// or more, for rdma-core's riostream as for this one; when rdma-core's
+// riostream fails a test it then hangs in rclose (librdmacm's rs_free
+// removes the socket before rs_free_iomappings looks it up to unmap, and
+// that loop never ends).
+//
 // Options (riostream's): -s server address (client mode), -b bind address
 // (the server's), -B buffer size (rings of twice it, as
 // SO_SNDBUF/SO_RCVBUF), -i inline size of the latency tests, -I

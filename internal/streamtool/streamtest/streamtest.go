@@ -7,11 +7,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/streamtool"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
@@ -33,7 +36,6 @@ func Interop(ctx context.Context, tool string, run func(args []string, stdout, s
 	}
 	var cbuf vmproc.Buffer
 	cmd := exec.CommandContext(ctx, tool, cArgs...)
-	cmd.Stdout, cmd.Stderr = &cbuf, &cbuf
 	var gbuf, gerr vmproc.Buffer
 	rc := 1
 	if goServer {
@@ -43,17 +45,19 @@ func Interop(ctx context.Context, tool string, run func(args []string, stdout, s
 		for gbuf.String() == "" && gerr.String() == "" && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if err := cmd.Start(); err != nil {
-			return "", "", err
+		wait, perr := startOnPTY(cmd, &cbuf)
+		if perr != nil {
+			return "", "", perr
 		}
-		err = cmd.Wait()
+		err = wait()
 		select {
 		case rc = <-done:
 		case <-ctx.Done():
 		}
 	} else {
-		if err := cmd.Start(); err != nil {
-			return "", "", err
+		wait, perr := startOnPTY(cmd, &cbuf)
+		if perr != nil {
+			return "", "", perr
 		}
 		waitOptions(ctx, vmenv.AddrA+":"+p)
 		for try := 0; try < 100; try++ {
@@ -71,7 +75,7 @@ func Interop(ctx context.Context, tool string, run func(args []string, stdout, s
 		if rc != 0 {
 			cmd.Process.Kill()
 		}
-		err = cmd.Wait()
+		err = wait()
 	}
 	gout, cout = gbuf.String()+gerr.String(), cbuf.String()
 	switch {
@@ -81,6 +85,53 @@ func Interop(ctx context.Context, tool string, run func(args []string, stdout, s
 		return gout, cout, fmt.Errorf("rdma-core %s %v: %w", tool, cArgs, err)
 	}
 	return gout, cout, nil
+}
+
+// startOnPTY starts cmd with its standard output and error on a new
+// pseudo-terminal, whose output is copied to w, and returns what waits for
+// cmd and the copy. On a terminal C's stdio writes each line as it comes;
+// on a pipe it keeps up to 4 KiB, which a tool killed for hanging takes
+// with it.
+func startOnPTY(cmd *exec.Cmd, w io.Writer) (wait func() error, err error) {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (func() error, error) { m.Close(); return nil, fmt.Errorf("pseudo-terminal: %w", err) }
+	fd := int(m.Fd())
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		return fail(err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		return fail(err)
+	}
+	sl, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return fail(err)
+	}
+	// No output processing: lines end in \n, not \r\n.
+	if t, err := unix.IoctlGetTermios(int(sl.Fd()), unix.TCGETS); err == nil {
+		t.Oflag &^= unix.OPOST
+		unix.IoctlSetTermios(int(sl.Fd()), unix.TCSETS, t)
+	}
+	cmd.Stdout, cmd.Stderr = sl, sl
+	err = cmd.Start()
+	sl.Close()
+	if err != nil {
+		return fail(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(w, m) // ends with EIO once the tool's end is closed
+		close(copied)
+	}()
+	return func() error {
+		err := cmd.Wait()
+		<-copied
+		m.Close()
+		return err
+	}, nil
 }
 
 // waitOptions waits until rdma-core's server listens on addr, as the
