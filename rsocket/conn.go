@@ -877,7 +877,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.refreshTarget()
 		// Mappings go first: the peer may use them once it reads what
 		// follows (riostream's sync message).
-		c.sendIOMaps()
+		if len(c.ioPending) > 0 {
+			c.sendIOMaps()
+		}
 		if len(c.ioPending) == 0 && c.sendRoom() && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
 			rest := len(p) - done
 			n := rest

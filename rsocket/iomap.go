@@ -68,9 +68,9 @@ func (c *Conn) MapIO(size int, offset uint64) (*IOMap, error) {
 	}
 	m := &IOMap{c: c, off: offset, size: size}
 	c.mu.Lock()
-	if c.closed {
+	if err := c.writeErr(); err != nil { // a mapping is sent as writes are
 		c.mu.Unlock()
-		return nil, c.opErr("iomap", net.ErrClosed)
+		return nil, c.opErr("iomap", err)
 	}
 	if c.ioMaps == nil {
 		c.ioMaps = make([]*IOMap, c.peerIO.Length)
@@ -247,7 +247,8 @@ func (c *Conn) findIOMap(off uint64) (ioMapEntry, bool) {
 // WriteIO writes p into the peer's memory mapped at stream offset offset
 // onwards (rsockets' riowrite), by plain RDMA writes that the peer's CPU
 // does not see: the peer mapped it with its MapIO (riomap), and this
-// side takes Config.IOMapSize of its mappings. Mappings this side sent
+// side takes Config.IOMapSize of its mappings. Like Write, it may not be
+// called after CloseWrite. Mappings this side sent
 // before go first, and data written by Write after WriteIO returns
 // arrives after what it wrote. The writes take no credit; they take send
 // queue slots and staging room as Write does, and wait for them, within
@@ -275,6 +276,9 @@ func (c *Conn) WriteIO(p []byte, offset uint64) (int, error) {
 			e, ok := c.findIOMap(off)
 			if !ok {
 				c.mu.Unlock()
+				if len(c.ioSl) == 0 {
+					return done, c.opErr("write", fmt.Errorf("%w: this side takes no mappings of the peer's (Config.IOMapSize 0)", ErrNotMapped))
+				}
 				return done, c.opErr("write", fmt.Errorf("%w: offset %d", ErrNotMapped, off))
 			}
 			n := len(p) - done

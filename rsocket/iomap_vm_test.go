@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,15 @@ func TestIOMapRefusedVM(t *testing.T) {
 	}
 	if _, err := client.WriteIO(make([]byte, 10), ^uint64(0)-5); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("WriteIO wrapping the offsets: %v, want EINVAL", err)
+	}
+	if _, err := client.WriteIO(make([]byte, 10), 0); !errors.Is(err, ErrNotMapped) || !strings.Contains(err.Error(), "Config.IOMapSize") {
+		t.Errorf("WriteIO on a side that takes no mappings: %v, want ErrNotMapped naming Config.IOMapSize", err)
+	}
+	if err := client.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.MapIO(4096, 0); !errors.Is(err, unix.EPIPE) {
+		t.Errorf("MapIO after CloseWrite: %v, want EPIPE", err)
 	}
 	client.Close()
 	if _, err := client.MapIO(4096, 0); err == nil {
