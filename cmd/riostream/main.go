@@ -13,7 +13,9 @@
 // 16-byte message each way carries the mappings.
 //
 // On rxe that marker can come before the rest of its packet (rxe copies a
-// packet's payload with the kernel's memcpy, backwards at times), so -T v
+// packet's payload with the kernel's memcpy, backwards at times: read from
+// the kernel's code, and it fits the failures seen, each at the first
+// byte of a transfer), so -T v
 // can fail now and then where the transfer's last packet carries 32 bytes
 // or more, for rdma-core's riostream as for this one; when rdma-core's
 // riostream fails a test it then hangs in rclose (librdmacm's rs_free
@@ -21,7 +23,8 @@
 // that loop never ends).
 //
 // Options (riostream's): -s server address (client mode), -b bind address
-// (the server's), -B buffer size (rings of twice it, as
+// (the server's; a client binds to it too, where rdma-core's riostream
+// ignores it), -B buffer size (rings of twice it, as
 // SO_SNDBUF/SO_RCVBUF), -i inline size of the latency tests, -I
 // iterations, -C transfers, -S size|all, -p port (7471), -T b / -T n
 // (blocking or not: Go's calls always block, so both run the same), -T v

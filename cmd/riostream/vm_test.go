@@ -15,8 +15,9 @@ import (
 // copies each packet's payload into memory with the kernel's memcpy, which
 // for 32 bytes or more may copy backwards (memcpy_orig picks the direction
 // from the addresses' low bytes): the marker, last in the buffer, can then
-// be in memory before the start of its packet. A receiver that reads in
-// between fails -T v on the first bytes of the last packet: rdma-core's
+// be in memory before the start of its packet (read from the kernel's
+// code; it fits what was seen). A receiver that reads in between fails
+// -T v on the first bytes of the last packet: rdma-core's
 // riostream against itself did so 1 run in 8 (-S 64 -I 300 -T v, 6.12,
 // "data verification failed byte 3402", the 55th transfer's first byte),
 // and Go against it likewise. The packets before the last are all in
