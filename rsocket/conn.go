@@ -862,46 +862,42 @@ func (c *Conn) copyOut(p []byte) int {
 
 // Write writes p to the stream, in RDMA writes of up to 64 KiB into the
 // peer's ring.
-func (c *Conn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) { return c.write(p, false, 0) }
+
+// write is Write, and WriteIO (direct, at stream offset offset): it posts
+// p a message at a time while the send queue, the staging ring and, for
+// stream data, the peer's credits and ring have room, and waits for them
+// otherwise. Mappings not yet sent (MapIO) go before anything else: the
+// peer may use them once it reads what follows (riostream's sync
+// message).
+func (c *Conn) write(p []byte, direct bool, offset uint64) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	done := 0
 	olen := olapStart
-	var since time.Time // when this Write began to wait (await)
+	var since time.Time // when this call began to wait (await)
 	for done < len(p) {
 		c.mu.Lock()
-		if err := c.writeErr(); err != nil {
-			c.mu.Unlock()
-			return done, c.opErr("write", err)
-		}
-		c.refreshTarget()
-		// Mappings go first: the peer may use them once it reads what
-		// follows (riostream's sync message).
-		if len(c.ioPending) > 0 {
+		err := c.writeErr()
+		if err == nil && len(c.ioPending) > 0 {
 			c.sendIOMaps()
 		}
-		if len(c.ioPending) == 0 && c.sendRoom() && c.sseqNo != c.sseqComp && c.tgt.Length != 0 {
-			rest := len(p) - done
-			n := rest
-			if olen < rest {
-				n = olen
-				olen = min(olen*2, maxTransfer)
+		n := 0
+		if err == nil && len(c.ioPending) == 0 {
+			if direct {
+				n, err = c.postDirect(p[done:], offset+uint64(done), &olen)
+			} else {
+				n, err = c.postStream(p[done:], &olen)
 			}
-			n = min(n, int(c.tgt.Length))
-			inline := n <= c.inline
-			if !inline {
-				n = min(n, c.sbufAvail, c.cfg.SendBuffer-c.sbufHead)
-			}
-			if err := c.postData(p[done:done+n], inline); err != nil {
-				c.err = err
-				c.mu.Unlock()
-				return done, c.opErr("write", err)
-			}
-			done += n
-			c.mu.Unlock()
-			continue
 		}
 		c.mu.Unlock()
+		if err != nil {
+			return done, c.opErr("write", err)
+		}
+		if n > 0 {
+			done += n
+			continue
+		}
 		d := c.wdl.Load()
 		if d != 0 && time.Now().UnixNano() >= d {
 			return done, c.opErr("write", os.ErrDeadlineExceeded)
@@ -909,6 +905,39 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.await(c.wrdy, d, &since)
 	}
 	return done, nil
+}
+
+// postStream posts the first bytes of rest as one DATA message and
+// returns how many, or 0 when it must wait. Holds mu.
+func (c *Conn) postStream(rest []byte, olen *int) (int, error) {
+	c.refreshTarget()
+	if !c.sendRoom() || c.sseqNo == c.sseqComp || c.tgt.Length == 0 {
+		return 0, nil
+	}
+	n, inline := c.chunk(len(rest), olen, uint64(c.tgt.Length))
+	if err := c.postData(rest[:n], inline); err != nil {
+		c.err = err
+		return 0, err
+	}
+	return n, nil
+}
+
+// chunk sizes the next message of a write with rest bytes left: olen,
+// which doubles from 2 KiB to 64 KiB message by message (rsockets'
+// rs_send's overlap), and limit bound it, and a message that is not
+// inline fits in the staging ring's free room up to its end. Holds mu.
+func (c *Conn) chunk(rest int, olen *int, limit uint64) (n int, inline bool) {
+	n = rest
+	if *olen < n {
+		n = *olen
+		*olen = min(*olen*2, maxTransfer)
+	}
+	n = int(min(uint64(n), limit))
+	inline = n <= c.inline
+	if !inline {
+		n = min(n, c.sbufAvail, c.cfg.SendBuffer-c.sbufHead)
+	}
+	return n, inline
 }
 
 // writeErr is why nothing can be written now, if anything. Holds mu.

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -259,54 +257,27 @@ func (c *Conn) WriteIO(p []byte, offset uint64) (int, error) {
 	if offset+uint64(len(p)) < offset {
 		return 0, c.opErr("write", fmt.Errorf("rsocket: WriteIO offset %d + %d bytes wraps: %w", offset, len(p), unix.EINVAL))
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	done := 0
-	olen := olapStart
-	var since time.Time
-	for done < len(p) {
-		c.mu.Lock()
-		if err := c.writeErr(); err != nil {
-			c.mu.Unlock()
-			return done, c.opErr("write", err)
-		}
-		c.sendIOMaps()
-		if len(c.ioPending) == 0 && c.sendRoom() {
-			off := offset + uint64(done)
-			e, ok := c.findIOMap(off)
-			if !ok {
-				c.mu.Unlock()
-				if len(c.ioSl) == 0 {
-					return done, c.opErr("write", fmt.Errorf("%w: this side takes no mappings of the peer's (Config.IOMapSize 0)", ErrNotMapped))
-				}
-				return done, c.opErr("write", fmt.Errorf("%w: offset %d", ErrNotMapped, off))
-			}
-			n := len(p) - done
-			if olen < n {
-				n = olen
-				olen = min(olen*2, maxTransfer)
-			}
-			n = int(min(uint64(n), uint64(e.Length)-(off-e.Offset)))
-			inline := n <= c.inline
-			if !inline {
-				n = min(n, c.sbufAvail, c.cfg.SendBuffer-c.sbufHead)
-			}
-			if err := c.postWrite(p[done:done+n], inline, uverbs.WRRDMAWrite, 0, e.Addr+(off-e.Offset), e.Key); err != nil {
-				c.err = fmt.Errorf("rsocket: posting an iomap write: %w", err)
-				err = c.err
-				c.mu.Unlock()
-				return done, c.opErr("write", err)
-			}
-			done += n
-			c.mu.Unlock()
-			continue
-		}
-		c.mu.Unlock()
-		d := c.wdl.Load()
-		if d != 0 && time.Now().UnixNano() >= d {
-			return done, c.opErr("write", os.ErrDeadlineExceeded)
-		}
-		c.await(c.wrdy, d, &since)
+	return c.write(p, true, offset)
+}
+
+// postDirect posts the first bytes of rest as one plain RDMA write to the
+// peer's memory mapped at stream offset off and returns how many, or 0
+// when it must wait. Holds mu.
+func (c *Conn) postDirect(rest []byte, off uint64, olen *int) (int, error) {
+	if !c.sendRoom() {
+		return 0, nil
 	}
-	return done, nil
+	e, ok := c.findIOMap(off)
+	if !ok {
+		if len(c.ioSl) == 0 {
+			return 0, fmt.Errorf("%w: this side takes no mappings of the peer's (Config.IOMapSize 0)", ErrNotMapped)
+		}
+		return 0, fmt.Errorf("%w: offset %d", ErrNotMapped, off)
+	}
+	n, inline := c.chunk(len(rest), olen, uint64(e.Length)-(off-e.Offset))
+	if err := c.postWrite(rest[:n], inline, uverbs.WRRDMAWrite, 0, e.Addr+(off-e.Offset), e.Key); err != nil {
+		c.err = fmt.Errorf("rsocket: posting an iomap write: %w", err)
+		return 0, c.err
+	}
+	return n, nil
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/streamtool"
 	"github.com/goverbs/goverbs/internal/streamtool/streamtest"
@@ -101,6 +106,38 @@ func TestGoPairVM(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			args := append([]string{"-p", strconv.Itoa(8200 + i)}, pairArgs(size, 8, 3)...)
 			streamtest.GoPair(t, "riostream", run, args)
+		})
+	}
+}
+
+// TestInteropSuiteVM runs riostream's own default suite (64 B, 4 KiB,
+// 64 KiB and 1 MiB, latency then bandwidth, on two connections, with
+// riostream's counts) between this riostream and rdma-core's, once each
+// way per kernel: each test maps and unmaps its buffer on the same
+// connection, so the peer's slot is taken again eight times over.
+func TestInteropSuiteVM(t *testing.T) {
+	vmenv.OncePerKernel(t)
+	vmenv.RequireDevice(t, vmenv.RXE0)
+	vmenv.RequireDevice(t, vmenv.RXE1)
+	want := []string{"64_lat", "4k_lat", "64k_lat", "1m_lat", "64_bw", "4k_bw", "64k_bw", "1m_bw"}
+	for i, goServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("go-server-%v", goServer), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			gout, cout, err := streamtest.Interop(ctx, "riostream", run, 8300+i, goServer, nil)
+			t.Logf("Go riostream:\n%s\nrdma-core riostream:\n%s", gout, cout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for who, out := range map[string]string{"Go": gout, "rdma-core": cout} {
+				var names []string
+				for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+					names = append(names, strings.Fields(l)[0])
+				}
+				if diff := cmp.Diff(want, names); diff != "" {
+					t.Errorf("%s riostream's tests (-want +got):\n%s", who, diff)
+				}
+			}
 		})
 	}
 }
