@@ -635,8 +635,12 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	// Two UARTs: ttyS0 the kernel console, ttyS1 the framed channel.
 	// no_timer_check: under TCG on a busy host the IO-APIC timer test at
 	// boot can miss its interrupt and panic ("IO-APIC + timer doesn't
-	// work!"); the timer itself is fine.
-	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check"
+	// work!"); the timer itself is fine. cryptomgr.notests: Debian's
+	// kernels test each crypto algorithm as it registers, which the VM
+	// has no use for; once, in a CI run (6.1, 2026-11-29), a test thread
+	// spun there for good ("soft lockup ... [cryptomgr_test]") and the
+	// boot never ended.
+	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check cryptomgr.notests"
 	args := append(firmware,
 		"-accel", "tcg", "-cpu", "max",
 		"-m", fmt.Sprint(mem), "-smp", fmt.Sprint(cpus),
