@@ -108,11 +108,16 @@ func (c *Conn) MapIO(size int, offset uint64) (*IOMap, error) {
 	m.mem, m.mr, m.buf = mem, mr, mem.Bytes()
 	m.mu.Unlock()
 	c.mu.Lock()
-	if c.ioMaps != nil && c.ioMaps[m.slot] == m {
+	live := c.ioMaps != nil && c.ioMaps[m.slot] == m // not freed by Close meanwhile
+	if live {
 		c.ioPending = append(c.ioPending, m)
 		c.sendIOMaps()
 	}
 	c.mu.Unlock()
+	if !live {
+		m.release()
+		return nil, c.opErr("iomap", net.ErrClosed)
+	}
 	return m, nil
 }
 
