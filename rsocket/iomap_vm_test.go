@@ -144,3 +144,33 @@ func TestIOMapRefusedVM(t *testing.T) {
 		t.Error("MapIO after Close succeeded")
 	}
 }
+
+// TestIOMapCloseRaceVM: MapIO and IOMap.Close on one goroutine while
+// Conn.Close runs on another: each MapIO returns a mapping or an error,
+// nothing panics, and nothing is left behind (TestMain's leak check).
+func TestIOMapCloseRaceVM(t *testing.T) {
+	requireVM(t)
+	cfg := Config{IOMapSize: 4}
+	for round := 0; round < 10; round++ {
+		client, server := pair(t, ListenConfig{Config: cfg}, Dialer{Config: cfg, LocalAddr: fromB.LocalAddr})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; i < 8; i++ {
+				m, err := server.MapIO(4096*(i+1), uint64(i)<<20)
+				if err != nil {
+					continue
+				}
+				if i%2 == 0 {
+					m.Close()
+				}
+			}
+		}()
+		if round%2 == 1 {
+			time.Sleep(time.Duration(round) * time.Millisecond)
+		}
+		server.Close()
+		<-done
+		client.Close()
+	}
+}
