@@ -167,8 +167,9 @@ mlx5-golden:
 # Many QPs and goroutines sharing QPs and CQs, every payload checksummed,
 # under the race detector (bounded: a few seconds of traffic per kernel).
 RACE_TESTS := TestLoad|TestRandomIntegrity
-# rsocket's tests with a reader and a writer on one connection at once
-RSOCKET_RACE_TESTS := TestCopyVM|TestManyConnsVM|TestDeadlineVM
+# rsocket's tests with a reader and a writer on one connection at once, and
+# mappings made and closed against Conn.Close
+RSOCKET_RACE_TESTS := TestCopyVM|TestManyConnsVM|TestDeadlineVM|TestIOMapVM|TestIOMapCloseRaceVM
 # rdmacm's 200 Dial/Accept pairs at once, with its leak check
 RDMACM_RACE_TESTS := TestConcurrentDialVM
 vmrace:

@@ -174,3 +174,34 @@ func TestIOMapCloseRaceVM(t *testing.T) {
 		client.Close()
 	}
 }
+
+// TestIOMapWriteAfterCloseVM: a WriteIO into a mapping the peer closed
+// (riounmap does not tell the peer) fails the writer's connection: its
+// device reports the peer's refusal, and the next Write or Read returns
+// an error matching unix.ECONNRESET.
+func TestIOMapWriteAfterCloseVM(t *testing.T) {
+	requireVM(t)
+	cfg := Config{IOMapSize: 1}
+	client, server := pair(t, ListenConfig{Config: cfg}, Dialer{Config: cfg, LocalAddr: fromB.LocalAddr})
+	m, err := server.MapIO(4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncMsg(t, server, client)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteIO(make([]byte, 100), 0); err != nil {
+		t.Fatalf("WriteIO: %v (the failure is the device's, later)", err)
+	}
+	client.SetDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	_, err = client.Read(b[:]) // waits for completions: the write's fails
+	t.Logf("Read after the refused write: %v", err)
+	if !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("Read = %v, want ECONNRESET", err)
+	}
+	if _, err := client.Write([]byte("x")); !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("Write = %v, want ECONNRESET", err)
+	}
+}
