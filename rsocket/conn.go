@@ -776,9 +776,7 @@ func (c *Conn) sendCredits() {
 	*wr = uverbs.SendWR{ID: c.signaledID(wrCtrl, 0, 0), Flags: uverbs.SendSignaled, Opcode: uverbs.WRRDMAWriteWithImm,
 		Imm: mkImm(opSGL, limit)}
 	if off, length, ok := c.rx.advertise(); ok {
-		slot := int(c.ctrlSeq%ctrlSlots) * ctrlSlotBytes
-		putSGE(c.ctrl[slot:], c.peerOrd, sge{c.addr(int(off)), c.mr.Rkey(), length})
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.ctrlOff + slot), Length: sgeBytes, Lkey: c.mr.Lkey()}
+		putSGE(c.ctrlSlot(sgeBytes), c.peerOrd, sge{c.addr(int(off)), c.mr.Rkey(), length})
 		wr.SGL = c.sendSGE[:]
 		wr.RemoteAddr = c.remoteSGL.Addr + uint64(c.remoteSge)*sgeBytes
 		wr.Rkey = c.remoteSGL.Key
@@ -789,6 +787,16 @@ func (c *Conn) sendCredits() {
 	if err := c.qp.PostSend(c.sendWR[:]); err != nil {
 		c.err = fmt.Errorf("rsocket: sending credits: %w", err)
 	}
+}
+
+// ctrlSlot returns the control slot of the next control message
+// (ctrlSeq), n bytes of it, and points sendSGE at them: a control slot
+// is free when a control message is (ctrlAvail), since control messages
+// complete in order and at most ctrlSlots are in flight. Holds mu.
+func (c *Conn) ctrlSlot(n int) []byte {
+	off := int(c.ctrlSeq%ctrlSlots) * ctrlSlotBytes
+	c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.ctrlOff + off), Length: uint32(n), Lkey: c.mr.Lkey()}
+	return c.ctrl[off : off+n]
 }
 
 // refreshTarget loads the next target SGE the peer wrote, once the

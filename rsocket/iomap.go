@@ -212,9 +212,7 @@ func (m *IOMap) release() error {
 func (c *Conn) sendIOMaps() {
 	for len(c.ioPending) > 0 && c.ctrlAvail > 0 && c.sseqNo != c.sseqComp && c.writeErr() == nil {
 		m := c.ioPending[0]
-		slot := int(c.ctrlSeq%ctrlSlots) * ctrlSlotBytes
-		putIOMapEntry(c.ctrl[slot:], c.peerOrd, ioMapEntry{Offset: m.off, Addr: m.mr.Addr(), Key: m.mr.Rkey(), Length: uint32(m.size)})
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.ctrlOff + slot), Length: iomapBytes, Lkey: c.mr.Lkey()}
+		putIOMapEntry(c.ctrlSlot(iomapBytes), c.peerOrd, ioMapEntry{Offset: m.off, Addr: m.mr.Addr(), Key: m.mr.Rkey(), Length: uint32(m.size)})
 		c.sendWR[0] = uverbs.SendWR{ID: c.signaledID(wrCtrl, 0, 0), Flags: uverbs.SendSignaled,
 			Opcode: uverbs.WRRDMAWriteWithImm, Imm: mkImm(opIOMapSGL, uint32(m.slot)), SGL: c.sendSGE[:],
 			RemoteAddr: c.peerIO.Addr + uint64(m.slot)*iomapBytes, Rkey: c.peerIO.Key}

@@ -68,57 +68,56 @@ type options struct {
 	keepalive     int // seconds; 0 off
 }
 
-const rstreamUsage = `usage: rstream
-	[-s server_address]
-	[-b bind_address]
-	[-f address_format]
-	    name, ip, ipv6, or gid
-	[-B buffer_size]
-	[-i inline_size]
-	[-I iterations]
-	[-C transfer_count]
-	[-S transfer_size or all]
-	[-p port_number]
-	[-k keepalive_time]
-	[-T test_option]
-	    s|sockets - use standard tcp/ip sockets
-	    a|async - asynchronous operation (use poll)
-	    b|blocking - use blocking calls
-	    f|fork - fork server processing
-	    n|nonblocking - use nonblocking calls
-	    r|resolve - use rdma cm to resolve address
-	    v|verify - verify data
-`
+// usageLines are the tools' usage text, as they print it; the lines with
+// rstreamOnly set are rstream's alone.
+var usageLines = []struct {
+	text        string
+	rstreamOnly bool
+}{
+	{"\t[-s server_address]", false},
+	{"\t[-b bind_address]", false},
+	{"\t[-f address_format]", false},
+	{"\t    name, ip, ipv6, or gid", false},
+	{"\t[-B buffer_size]", false},
+	{"\t[-i inline_size]", false},
+	{"\t[-I iterations]", false},
+	{"\t[-C transfer_count]", false},
+	{"\t[-S transfer_size or all]", false},
+	{"\t[-p port_number]", false},
+	{"\t[-k keepalive_time]", true},
+	{"\t[-T test_option]", false},
+	{"\t    s|sockets - use standard tcp/ip sockets", true},
+	{"\t    a|async - asynchronous operation (use poll)", false},
+	{"\t    b|blocking - use blocking calls", false},
+	{"\t    f|fork - fork server processing", true},
+	{"\t    n|nonblocking - use nonblocking calls", false},
+	{"\t    r|resolve - use rdma cm to resolve address", true},
+	{"\t    v|verify - verify data", false},
+}
 
-const riostreamUsage = `usage: riostream
-	[-s server_address]
-	[-b bind_address]
-	[-f address_format]
-	    name, ip, ipv6, or gid
-	[-B buffer_size]
-	[-i inline_size]
-	[-I iterations]
-	[-C transfer_count]
-	[-S transfer_size or all]
-	[-p port_number]
-	[-T test_option]
-	    a|async - asynchronous operation (use poll)
-	    b|blocking - use blocking calls
-	    n|nonblocking - use nonblocking calls
-	    v|verify - verify data
-`
+// usage is the tool's usage text.
+func usage(tool Tool, name string) string {
+	var b strings.Builder
+	b.WriteString("usage: " + name + "\n")
+	for _, l := range usageLines {
+		if !l.rstreamOnly || tool == RStream {
+			b.WriteString(l.text + "\n")
+		}
+	}
+	return b.String()
+}
 
 // Run runs the tool with args (args[0] the program name) and returns its
 // exit status.
 func Run(tool Tool, args []string, stdout, stderr io.Writer) int {
 	o := options{tool: tool, port: 7471, buffer: 1 << 19, inline: 64, iters: 1, count: 1000, size: 1000, stdout: stdout,
 		connectTimout: 10 * time.Second}
-	name, usage, spec := "rstream", rstreamUsage, cli.Spec{Short: "s:b:f:B:i:I:C:S:p:k:T:"}
+	name, spec := "rstream", cli.Spec{Short: "s:b:f:B:i:I:C:S:p:k:T:"}
 	if tool == RIOStream {
-		name, usage, spec = "riostream", riostreamUsage, cli.Spec{Short: "s:b:f:B:i:I:C:S:p:T:"}
+		name, spec = "riostream", cli.Spec{Short: "s:b:f:B:i:I:C:S:p:T:"}
 	}
 	events, _ := cli.GetoptLong(args, spec)
-	bad := func() int { fmt.Fprint(stdout, usage); return 1 }
+	bad := func() int { fmt.Fprint(stdout, usage(tool, name)); return 1 }
 	num := func(s string) (int, bool) {
 		n, err := strconv.Atoi(s)
 		return n, err == nil && n >= 0

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/goverbs/goverbs/internal/streamtool"
 	"github.com/goverbs/goverbs/internal/testvm/vmenv"
 	"github.com/goverbs/goverbs/internal/testvm/vmproc"
+	"github.com/goverbs/goverbs/rdmanl"
 )
 
 // Interop runs one pair of tool (rstream or riostream) with args on port,
@@ -59,7 +61,7 @@ func Interop(ctx context.Context, tool string, run func(args []string, stdout, s
 		if perr != nil {
 			return "", "", perr
 		}
-		waitOptions(ctx, vmenv.AddrA+":"+p)
+		waitOptions(ctx, netip.AddrPortFrom(netip.MustParseAddr(vmenv.AddrA), uint16(port)))
 		for try := 0; try < 100; try++ {
 			if try > 0 {
 				time.Sleep(50 * time.Millisecond)
@@ -135,17 +137,22 @@ func startOnPTY(cmd *exec.Cmd, w io.Writer) (wait func() error, err error) {
 }
 
 // waitOptions waits until rdma-core's server listens on addr, as the
-// kernel's RDMA netlink lists its CM IDs, and then a little longer. The
+// kernel's RDMA netlink lists its CM IDs (package rdmanl), and then a little longer. The
 // tools set their options (buffer sizes, inline size, riostream's iomap
 // size) on the listening rsocket after rlisten, and librdmacm's listen
 // service thread accepts a request as soon as it comes, with the options
 // the listener has then: a client that connects in between gets the
 // defaults (riostream's server then offers no iomap slot).
-func waitOptions(ctx context.Context, addr string) {
+func waitOptions(ctx context.Context, addr netip.AddrPort) {
+	nl, err := rdmanl.Dial()
+	if err != nil {
+		return // the client's retries still wait for the listener
+	}
+	defer nl.Close()
 	for ctx.Err() == nil {
-		out, _ := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").Output()
-		for _, l := range strings.Split(string(out), "\n") {
-			if strings.Contains(l, "state LISTEN") && strings.Contains(l, "src-addr "+addr+" ") {
+		ids, _ := nl.CMIDs(ctx, rdmanl.AllDevices)
+		for _, id := range ids {
+			if id.State.String() == "LISTEN" && id.Src == addr {
 				time.Sleep(200 * time.Millisecond)
 				return
 			}
