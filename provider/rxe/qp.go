@@ -58,7 +58,7 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 	q.sendQueue.db.init(handle)
 	q.recvQueue.srq = caps.HasSRQ
 	if !caps.HasSRQ && q.resp.RQMI.Size != 0 {
-		rq, err := mapQueue(conn.FD(), q.resp.RQMI, recvWQESize)
+		rq, err := mapQueueBelow(conn.FD(), q.resp.RQMI, recvWQESize, sq)
 		if err != nil {
 			sq.unmap()
 			q.sendQueue.q = nil
@@ -75,14 +75,10 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 func (q *qp) Destroyed() error {
 	q.sendQueue.life.untrack(&q.link)
 	q.sendQueue.mu.Lock()
-	err := q.sendQueue.q.unmap()
-	q.sendQueue.q = nil
-	q.sendQueue.mu.Unlock()
 	q.recvQueue.mu.Lock()
-	if err2 := q.recvQueue.q.unmap(); err == nil {
-		err = err2
-	}
-	q.recvQueue.q = nil
+	err := unmapPair(q.sendQueue.q, q.recvQueue.q)
+	q.sendQueue.q, q.recvQueue.q = nil, nil
 	q.recvQueue.mu.Unlock()
+	q.sendQueue.mu.Unlock()
 	return err
 }

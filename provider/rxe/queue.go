@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -28,10 +29,27 @@ const headerSize = int(unsafe.Sizeof(abi.RXEQueueBuf{}))
 // checks its header, so corrupt values can never send an index outside
 // the mapping.
 func mapQueue(fd int, mi abi.MMInfo, minElem int) (*queue, error) {
+	return mapQueueAt(fd, mi, minElem, 0)
+}
+
+// mapQueueBelow maps a queue as mapQueue does, asking the kernel for the
+// addresses just below other's mapping, so that the two can later go in
+// one munmap (unmapPair). The address is a hint: where it is taken, the
+// kernel places the queue elsewhere, and unmapPair unmaps them one by one.
+func mapQueueBelow(fd int, mi abi.MMInfo, minElem int, other *queue) (*queue, error) {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(other.mem)))
+	size := pageRound(uintptr(mi.Size))
+	if start < size {
+		return mapQueue(fd, mi, minElem)
+	}
+	return mapQueueAt(fd, mi, minElem, start-size)
+}
+
+func mapQueueAt(fd int, mi abi.MMInfo, minElem int, hint uintptr) (*queue, error) {
 	if mi.Size < uint32(headerSize) {
 		return nil, fmt.Errorf("rxe: kernel queue of %d bytes is smaller than its %d-byte header", mi.Size, headerSize)
 	}
-	mem, err := mapShared(fd, int64(mi.Offset), int(mi.Size))
+	mem, err := mapShared(fd, int64(mi.Offset), int(mi.Size), hint)
 	if err != nil {
 		return nil, fmt.Errorf("rxe: mmap queue (offset %#x, %d bytes): %w", mi.Offset, mi.Size, err)
 	}
@@ -57,6 +75,38 @@ func mapQueue(fd int, mi abi.MMInfo, minElem int) (*queue, error) {
 // from empty).
 func (q *queue) capacity() int { return int(q.mask) }
 
+// unmapPair unmaps two queues (either may be nil), in one munmap where
+// their mappings touch, as mapQueueBelow arranges for a QP's send and
+// receive queues: half the system calls, one TLB flush, when a QP is
+// destroyed.
+func unmapPair(a, b *queue) error {
+	if a == nil || a.mem == nil || b == nil || b.mem == nil {
+		return errors.Join(a.unmap(), b.unmap())
+	}
+	lo, hi := a, b
+	if uintptr(unsafe.Pointer(unsafe.SliceData(hi.mem))) < uintptr(unsafe.Pointer(unsafe.SliceData(lo.mem))) {
+		lo, hi = hi, lo
+	}
+	loStart := uintptr(unsafe.Pointer(unsafe.SliceData(lo.mem)))
+	hiStart := uintptr(unsafe.Pointer(unsafe.SliceData(hi.mem)))
+	if loStart+pageRound(uintptr(len(lo.mem))) != hiStart {
+		return errors.Join(a.unmap(), b.unmap())
+	}
+	err := unmapShared(unsafe.Slice(unsafe.SliceData(lo.mem), hiStart+uintptr(len(hi.mem))-loStart))
+	for _, q := range []*queue{a, b} {
+		q.mem, q.slots, q.hdr = nil, nil, nil
+	}
+	return err
+}
+
+// pageRound rounds n up to whole pages, the length of n bytes' mapping.
+func pageRound(n uintptr) uintptr {
+	p := uintptr(pageSize)
+	return (n + p - 1) &^ (p - 1)
+}
+
+var pageSize = unix.Getpagesize()
+
 func (q *queue) unmap() error {
 	if q == nil || q.mem == nil {
 		return nil
@@ -73,8 +123,8 @@ func (q *queue) unmap() error {
 // thread whenever the call outlasts the runtime monitor's tick, as it
 // does under emulation, for each of the two or three queues of every QP
 // and CQ (internal/transport's quick commands say more).
-func mapShared(fd int, off int64, size int) ([]byte, error) {
-	addr, _, errno := unix.RawSyscall6(unix.SYS_MMAP, 0, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
+func mapShared(fd int, off int64, size int, hint uintptr) ([]byte, error) {
+	addr, _, errno := unix.RawSyscall6(unix.SYS_MMAP, hint, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_SHARED, uintptr(fd), uintptr(off))
 	if errno != 0 {
 		return nil, errno

@@ -745,3 +745,86 @@ func TestDataPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// mapped reports whether the page holding p is mapped (mincore fails with
+// ENOMEM on an unmapped page).
+func mapped(t *testing.T, p *byte) bool {
+	t.Helper()
+	var vec [1]byte
+	page := uintptr(unsafe.Pointer(p)) &^ uintptr(pageSize-1)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, page, uintptr(pageSize), uintptr(unsafe.Pointer(&vec[0])))
+	switch errno {
+	case 0:
+		return true
+	case unix.ENOMEM:
+		return false
+	}
+	t.Fatalf("mincore: %v", errno)
+	return false
+}
+
+func TestUnmapPair(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b [2]int  // first page in a 3-page region, length in bytes
+		left [3]bool // which of the region's pages stay mapped
+	}{
+		{"adjacent, a below b", [2]int{0, 100}, [2]int{1, 4096 + 200}, [3]bool{}},
+		{"adjacent, b below a", [2]int{1, 300}, [2]int{0, 4096}, [3]bool{false, false, true}},
+		{"a gap between them", [2]int{0, 4096}, [2]int{2, 64}, [3]bool{false, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			region, err := unix.Mmap(-1, 0, 3*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mk := func(at [2]int) *queue { return &queue{mem: region[at[0]*pageSize : at[0]*pageSize+at[1]]} }
+			a, b := mk(tc.a), mk(tc.b)
+			if err := unmapPair(a, b); err != nil {
+				t.Fatal(err)
+			}
+			if a.mem != nil || b.mem != nil {
+				t.Error("unmapPair left a queue's memory set")
+			}
+			for i, want := range tc.left {
+				if got := mapped(t, &region[i*pageSize]); got != want {
+					t.Errorf("page %d mapped %v, want %v", i, got, want)
+				}
+				if want { // only what unmapPair must have left: the rest may be someone else's by now
+					unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&region[i*pageSize])), uintptr(pageSize), 0)
+				}
+			}
+		})
+	}
+	if err := unmapPair(nil, nil); err != nil {
+		t.Errorf("unmapPair(nil, nil): %v", err)
+	}
+}
+
+// TestMapQueueBelow maps a QP's two queues as Created does and unmaps
+// them as Destroyed does: where the kernel honoured the hint they touch
+// and go in one munmap.
+func TestMapQueueBelow(t *testing.T) {
+	fd := memfdQueue(t, 8192, abi.RXEQueueBuf{Log2ElemSize: 6, IndexMask: 63})
+	sq, err := mapQueue(fd, abi.MMInfo{Size: 8192}, wcSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rq, err := mapQueueBelow(fd, abi.MMInfo{Size: 8192 - 100}, wcSize, sq)
+	if err != nil {
+		sq.unmap()
+		t.Fatal(err)
+	}
+	sqStart, rqStart := &sq.mem[0], &rq.mem[0]
+	if uintptr(unsafe.Pointer(rqStart))+2*uintptr(pageSize) != uintptr(unsafe.Pointer(sqStart)) {
+		t.Logf("the kernel placed the receive queue elsewhere (%p, send queue %p)", rqStart, sqStart)
+	}
+	if err := unmapPair(sq, rq); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*byte{sqStart, rqStart} {
+		if mapped(t, p) {
+			t.Errorf("%p still mapped", p)
+		}
+	}
+}
