@@ -37,12 +37,11 @@ func mapQueue(fd int, mi abi.MMInfo, minElem int) (*queue, error) {
 // one munmap (unmapPair). The address is a hint: where it is taken, the
 // kernel places the queue elsewhere, and unmapPair unmaps them one by one.
 func mapQueueBelow(fd int, mi abi.MMInfo, minElem int, other *queue) (*queue, error) {
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(other.mem)))
 	size := pageRound(uintptr(mi.Size))
-	if start < size {
+	if other.start() < size {
 		return mapQueue(fd, mi, minElem)
 	}
-	return mapQueueAt(fd, mi, minElem, start-size)
+	return mapQueueAt(fd, mi, minElem, other.start()-size)
 }
 
 func mapQueueAt(fd int, mi abi.MMInfo, minElem int, hint uintptr) (*queue, error) {
@@ -80,24 +79,23 @@ func (q *queue) capacity() int { return int(q.mask) }
 // receive queues: half the system calls, one TLB flush, when a QP is
 // destroyed.
 func unmapPair(a, b *queue) error {
-	if a == nil || a.mem == nil || b == nil || b.mem == nil {
-		return errors.Join(a.unmap(), b.unmap())
+	if a != nil && a.mem != nil && b != nil && b.mem != nil {
+		lo, hi := a, b
+		if hi.start() < lo.start() {
+			lo, hi = hi, lo
+		}
+		if lo.start()+pageRound(uintptr(len(lo.mem))) == hi.start() {
+			err := unmapShared(unsafe.Slice(unsafe.SliceData(lo.mem), hi.start()+uintptr(len(hi.mem))-lo.start()))
+			a.forget()
+			b.forget()
+			return err
+		}
 	}
-	lo, hi := a, b
-	if uintptr(unsafe.Pointer(unsafe.SliceData(hi.mem))) < uintptr(unsafe.Pointer(unsafe.SliceData(lo.mem))) {
-		lo, hi = hi, lo
-	}
-	loStart := uintptr(unsafe.Pointer(unsafe.SliceData(lo.mem)))
-	hiStart := uintptr(unsafe.Pointer(unsafe.SliceData(hi.mem)))
-	if loStart+pageRound(uintptr(len(lo.mem))) != hiStart {
-		return errors.Join(a.unmap(), b.unmap())
-	}
-	err := unmapShared(unsafe.Slice(unsafe.SliceData(lo.mem), hiStart+uintptr(len(hi.mem))-loStart))
-	for _, q := range []*queue{a, b} {
-		q.mem, q.slots, q.hdr = nil, nil, nil
-	}
-	return err
+	return errors.Join(a.unmap(), b.unmap())
 }
+
+// start is the address of the queue's mapping.
+func (q *queue) start() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(q.mem))) }
 
 // pageRound rounds n up to whole pages, the length of n bytes' mapping.
 func pageRound(n uintptr) uintptr {
@@ -112,9 +110,12 @@ func (q *queue) unmap() error {
 		return nil
 	}
 	err := unmapShared(q.mem)
-	q.mem, q.slots, q.hdr = nil, nil, nil
+	q.forget()
 	return err
 }
+
+// forget drops the queue's view of a mapping that is gone.
+func (q *queue) forget() { q.mem, q.slots, q.hdr = nil, nil, nil }
 
 // mapShared and unmapShared map and unmap a queue by RawSyscall: both
 // return at once (rxe's mmap hands over pages it allocated when the queue
