@@ -218,8 +218,36 @@ type cmdBuf struct {
 	buf  [512]byte
 	resp [64]uint64
 	n    int
+	raw  bool // a quick command (quickCmd): RawSyscall
 	werr error
 	do   func(fd uintptr) // c.writeFD, bound once
+}
+
+// quickCmd reports whether ucma command cmd is answered in the caller's
+// context without waiting, and is then written by RawSyscall, as
+// internal/transport makes the quick uverbs commands: Syscall would let
+// the runtime's monitor hand the thread's P to another thread for each
+// command that outlasts its 20 µs tick, a wake-up and a context switch a C
+// program does not pay. Every command but three only queues work or a MAD
+// and returns (resolving, connecting, accepting, rejecting, disconnecting,
+// options, queries, joins); DESTROY_ID waits for the ID's event handler and
+// its references, LEAVE_MCAST for the membership's, MIGRATE_ID for both
+// files' locks: those go by Syscall.
+func quickCmd(cmd uint32) bool {
+	switch cmd {
+	case abi.UCMCmdDestroyID, abi.UCMCmdLeaveMcast, abi.UCMCmdMigrateID:
+		return false
+	}
+	return true
+}
+
+// rawWrite is write(2) by RawSyscall.
+func rawWrite(fd uintptr, b []byte) error {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 var cmdPool = sync.Pool{New: func() any {
@@ -230,7 +258,11 @@ var cmdPool = sync.Pool{New: func() any {
 
 func (c *cmdBuf) writeFD(fd uintptr) {
 	for {
-		_, c.werr = unix.Write(int(fd), c.buf[:c.n])
+		if c.raw {
+			c.werr = rawWrite(fd, c.buf[:c.n])
+		} else {
+			_, c.werr = unix.Write(int(fd), c.buf[:c.n])
+		}
 		if c.werr != unix.EINTR {
 			return
 		}
@@ -248,6 +280,7 @@ func (c *cmdBuf) send(ch *EventChannel, cmd uint32, req unsafe.Pointer, size, ou
 	*(*abi.UCMCmdHdr)(unsafe.Pointer(&c.buf[0])) = abi.UCMCmdHdr{Cmd: cmd, In: uint16(size), Out: uint16(out)}
 	copy(c.buf[8:], unsafe.Slice((*byte)(req), size))
 	c.n = int(8 + size)
+	c.raw = quickCmd(cmd)
 	err := ch.rc.Control(c.do)
 	werr := c.werr
 	c.werr = nil
@@ -287,7 +320,9 @@ func (ch *EventChannel) readLoop(rc interface {
 	// allocation each.
 	var werr error
 	read := func(fd uintptr) bool {
-		_, werr = unix.Write(int(fd), buf)
+		// The file is non-blocking: GET_EVENT answers at once, with an
+		// event or EAGAIN, and the wait is the netpoller's.
+		werr = rawWrite(fd, buf)
 		return werr != unix.EAGAIN && werr != unix.EINTR
 	}
 	for {
@@ -375,6 +410,9 @@ func (ch *EventChannel) deliver(r rawEvent) {
 		return // destroyed meanwhile
 	}
 	ev.ID = id
+	if r.typ == EventAddrResolved && id.chainRoute(&ev) {
+		return // ROUTE_RESOLVED or ROUTE_ERROR follows
+	}
 	id.fillParams(&ev, &r)
 	// DISCONNECTED leaves the QP alone, as librdmacm does: the peer's
 	// acknowledgements of this side's last sends may have arrived and not

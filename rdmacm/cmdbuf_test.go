@@ -36,3 +36,30 @@ func TestCmdBufFits(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickCmd: the commands that can wait go by Syscall, every other by
+// RawSyscall.
+func TestQuickCmd(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cmd   uint32
+		quick bool
+	}{
+		{"CREATE_ID", abi.UCMCmdCreateID, true},
+		{"DESTROY_ID", abi.UCMCmdDestroyID, false},
+		{"RESOLVE_ADDR", abi.UCMCmdResolveAddr, true},
+		{"RESOLVE_ROUTE", abi.UCMCmdResolveRoute, true},
+		{"CONNECT", abi.UCMCmdConnect, true},
+		{"ACCEPT", abi.UCMCmdAccept, true},
+		{"DISCONNECT", abi.UCMCmdDisconnect, true},
+		{"INIT_QP_ATTR", abi.UCMCmdInitQPAttr, true},
+		{"GET_EVENT", abi.UCMCmdGetEvent, true},
+		{"JOIN_MCAST", abi.UCMCmdJoinMcast, true},
+		{"LEAVE_MCAST", abi.UCMCmdLeaveMcast, false},
+		{"MIGRATE_ID", abi.UCMCmdMigrateID, false},
+	} {
+		if got := quickCmd(tc.cmd); got != tc.quick {
+			t.Errorf("quickCmd(%s) = %v, want %v", tc.name, got, tc.quick)
+		}
+	}
+}

@@ -590,10 +590,7 @@ func dial(ctx context.Context, address string, opts []Option) (*Conn, error) {
 			return fail(nil, err)
 		}
 	}
-	if err := id.ResolveAddr(ctx, src, dst); err != nil {
-		return fail(nil, err)
-	}
-	if err := id.ResolveRoute(ctx); err != nil {
+	if err := id.resolveAddr(ctx, src, dst, true); err != nil {
 		return fail(nil, err)
 	}
 	if o.ackTimeout != nil && id.qpType == uverbs.QPTypeRC {

@@ -81,6 +81,11 @@ type ID struct {
 	offered    ConnParam
 	mcs        []*Multicast
 	sharedChan bool // Close releases the shared channel (IDs of Dial and Listen)
+	// routeBy, set by Dial's resolution, makes the event reader answer
+	// ADDR_RESOLVED with RESOLVE_ROUTE (its kernel timeout ending at
+	// routeBy) instead of queueing it: Dial's goroutine then wakes once
+	// for both resolutions, as librdmacm's event loops chain them.
+	routeBy time.Time
 
 	// qpOp is held by the event reader while it moves the QP to the error
 	// state (DEVICE_REMOVAL) and by DestroyQP: the kernel
@@ -224,6 +229,13 @@ func attemptTimeout(attempt int, deadline time.Time) uint32 {
 // the context's deadline, or DefaultResolveTimeout; a cancelled context
 // returns ctx.Err() and leaves the ID to be closed.
 func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
+	return id.resolveAddr(ctx, src, dst, false)
+}
+
+// resolveAddr is ResolveAddr, followed by ResolveRoute when route is set:
+// the event reader sends RESOLVE_ROUTE on ADDR_RESOLVED, and this waits for
+// ROUTE_RESOLVED.
+func (id *ID) resolveAddr(ctx context.Context, src, dst netip.AddrPort, route bool) error {
 	const op = "resolve addr"
 	if err := id.use(op); err != nil {
 		return err
@@ -253,6 +265,18 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 		owner = src.Addr()
 	}
 	deadline := resolveDeadline(ctx)
+	want := []EventType{EventAddrResolved, EventAddrError}
+	if route {
+		want = []EventType{EventRouteResolved, EventAddrError, EventRouteError}
+		id.mu.Lock()
+		id.routeBy = deadline
+		id.mu.Unlock()
+		defer func() {
+			id.mu.Lock()
+			id.routeBy = time.Time{}
+			id.mu.Unlock()
+		}()
+	}
 	for attempt := 0; ; attempt++ {
 		req.TimeoutMs = attemptTimeout(attempt, deadline)
 		if err := write(id.ch, abi.UCMCmdResolveAddr, req, 0); err != nil {
@@ -261,15 +285,18 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 			}
 			return addrErr(op, dst.Addr(), err)
 		}
-		ev, err := id.waitFor(ctx, op, EventAddrResolved, EventAddrError)
+		ev, err := id.waitFor(ctx, op, want...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("rdmacm: %s: %v did not answer before the context ended: %w", op, dst.Addr(), ctx.Err())
 			}
 			return err
 		}
-		if ev.Type == EventAddrResolved {
+		switch ev.Type {
+		case EventAddrResolved, EventRouteResolved:
 			return nil
+		case EventRouteError:
+			return fmt.Errorf("rdmacm: resolve route: %w", statusErrno(ev.Status))
 		}
 		if ev.Status != -int(unix.ETIMEDOUT) || !time.Now().Before(deadline) {
 			a := dst.Addr()
@@ -299,8 +326,7 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("rdmacm: %s: nil context: %w", op, unix.EINVAL)
 	}
-	req := &abi.UCMResolveRoute{ID: id.handle, TimeoutMs: uint32(max(time.Until(resolveDeadline(ctx)).Milliseconds(), 1))}
-	if err := write(id.ch, abi.UCMCmdResolveRoute, req, 0); err != nil {
+	if err := id.writeResolveRoute(resolveDeadline(ctx)); err != nil {
 		return cmdErr(op, err)
 	}
 	ev, err := id.waitFor(ctx, op, EventRouteResolved, EventRouteError)
@@ -311,6 +337,36 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 		return fmt.Errorf("rdmacm: %s: %w", op, statusErrno(ev.Status))
 	}
 	return nil
+}
+
+// writeResolveRoute sends RESOLVE_ROUTE with a kernel timeout ending at
+// deadline (at least 1 ms).
+func (id *ID) writeResolveRoute(deadline time.Time) error {
+	req := &abi.UCMResolveRoute{ID: id.handle, TimeoutMs: uint32(max(time.Until(deadline).Milliseconds(), 1))}
+	return write(id.ch, abi.UCMCmdResolveRoute, req, 0)
+}
+
+// chainRoute answers an ADDR_RESOLVED of an ID that resolveAddr told to
+// go on with the route: it sends RESOLVE_ROUTE and reports true, so the
+// event is not queued; a refused command becomes a ROUTE_ERROR with the
+// command's errno, queued in its place. It reports false for any other ID.
+func (id *ID) chainRoute(ev *Event) bool {
+	id.mu.Lock()
+	by := id.routeBy
+	id.routeBy = time.Time{}
+	id.mu.Unlock()
+	if by.IsZero() {
+		return false
+	}
+	err := id.writeResolveRoute(by)
+	if err == nil {
+		return true
+	}
+	ev.Type, ev.Status = EventRouteError, -int(unix.EINVAL)
+	if errno, ok := errors.AsType[unix.Errno](err); ok {
+		ev.Status = -int(errno)
+	}
+	return false
 }
 
 // Listen makes a bound ID listen for connections; backlog ≤ 0 takes the
