@@ -22,6 +22,12 @@ import (
 // makes (issue 11: Dial+Accept of 100 connections).
 const setupConns = 100
 
+// setupBound bounds each side of a setup benchmark (every round of it):
+// a round takes well under a second, so a side still running after this
+// is stuck, and is reported as such, with which side it was, instead of
+// holding the VM until the test binary's own timeout.
+const setupBound = 2 * time.Minute
+
 // envCMRate names the cmrate binary (testdata/cmrate, built by make cmrate
 // and carried into the VM).
 const envCMRate = "GOVERBS_CMRATE"
@@ -56,7 +62,7 @@ func BenchmarkSetup(b *testing.B) {
 }
 
 func benchGo(b *testing.B, port int, src string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), setupBound)
 	defer cancel()
 	qpcap := rdmacm.WithQPCap(uverbs.QPCap{MaxSendWr: 16, MaxRecvWr: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
 	addr := vmenv.AddrA + ":" + strconv.Itoa(port)
@@ -149,8 +155,15 @@ func benchC(b *testing.B, port int, src string) {
 	if bin == "" {
 		b.Skipf("%s is not set: make cmrate builds cmrate and runs this benchmark with it", envCMRate)
 	}
-	out, err := exec.Command(bin, "-a", vmenv.AddrA, "-I", src, "-p", strconv.Itoa(port),
-		"-c", strconv.Itoa(setupConns), "-n", strconv.Itoa(b.N)).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), setupBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-a", vmenv.AddrA, "-I", src, "-p", strconv.Itoa(port),
+		"-c", strconv.Itoa(setupConns), "-n", strconv.Itoa(b.N))
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		b.Fatalf("%s: still running after %v, killed (librdmacm's side is stuck): %v\n%s", bin, setupBound, err, out)
+	}
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", bin, err, out)
 	}
