@@ -16,6 +16,7 @@ import (
 	"github.com/goverbs/goverbs/internal/abi"
 	"github.com/goverbs/goverbs/internal/devnode"
 	"github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/internal/transport"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -241,15 +242,6 @@ func quickCmd(cmd uint32) bool {
 	return true
 }
 
-// rawWrite is write(2) by RawSyscall.
-func rawWrite(fd uintptr, b []byte) error {
-	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
 var cmdPool = sync.Pool{New: func() any {
 	c := new(cmdBuf)
 	c.do = c.writeFD
@@ -258,11 +250,7 @@ var cmdPool = sync.Pool{New: func() any {
 
 func (c *cmdBuf) writeFD(fd uintptr) {
 	for {
-		if c.raw {
-			c.werr = rawWrite(fd, c.buf[:c.n])
-		} else {
-			_, c.werr = unix.Write(int(fd), c.buf[:c.n])
-		}
+		c.werr = transport.WriteCommand(int(fd), c.buf[:c.n], c.raw)
 		if c.werr != unix.EINTR {
 			return
 		}
@@ -322,7 +310,7 @@ func (ch *EventChannel) readLoop(rc interface {
 	read := func(fd uintptr) bool {
 		// The file is non-blocking: GET_EVENT answers at once, with an
 		// event or EAGAIN, and the wait is the netpoller's.
-		werr = rawWrite(fd, buf)
+		werr = transport.WriteCommand(int(fd), buf, true)
 		return werr != unix.EAGAIN && werr != unix.EINTR
 	}
 	for {

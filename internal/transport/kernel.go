@@ -66,6 +66,15 @@ func (s System) Write(fd int, buf, resp []byte) error {
 
 // write makes the system call, by RawSyscall when raw (a quick command).
 func (System) write(fd int, buf, resp []byte, raw bool) error {
+	err := WriteCommand(fd, buf, raw)
+	runtime.KeepAlive(resp)
+	return err
+}
+
+// WriteCommand writes one command to a kernel command file (uverbs, ucma)
+// in one write(2), by RawSyscall when raw (a command answered without
+// waiting, see quick.go), and fails unless the kernel took all of it.
+func WriteCommand(fd int, buf []byte, raw bool) error {
 	var n uintptr
 	var errno unix.Errno
 	if raw {
@@ -74,7 +83,6 @@ func (System) write(fd int, buf, resp []byte, raw bool) error {
 		n, _, errno = unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
 	}
 	runtime.KeepAlive(buf)
-	runtime.KeepAlive(resp)
 	return writeResult(n, errno, len(buf))
 }
 
