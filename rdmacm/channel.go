@@ -154,7 +154,9 @@ func checkCharDev(fd int, cd *rdmanl.CharDev) error {
 }
 
 // FD returns the channel's file descriptor, for diagnostics. Reading events
-// from it directly would steal them from the channel's IDs.
+// from it directly would steal them from the channel's IDs, and it must stay
+// non-blocking (O_NONBLOCK): the channel's reader asks it for events with a
+// system call that keeps its thread's P, counting on an answer at once.
 func (ch *EventChannel) FD() int { return int(ch.f.Fd()) }
 
 // Close destroys every ID and multicast membership still on the channel
