@@ -156,7 +156,8 @@ func parseC(out string) (result, error) {
 	}
 	fields := map[string]*int64{"create_ns": &r.CreateNs, "connect_ns": &r.ConnectNs, "destroy_ns": &r.DestroyNs,
 		"create_cpu": &r.CreateCPU, "connect_cpu": &r.ConnectCPU, "destroy_cpu": &r.DestroyCPU,
-		"reg_ns": &r.RegNs, "dereg_ns": &r.DeregNs, "reg_cpu": &r.RegCPU, "dereg_cpu": &r.DeregCPU}
+		"reg_ns": &r.RegNs, "dereg_ns": &r.DeregNs, "reg_cpu": &r.RegCPU, "dereg_cpu": &r.DeregCPU,
+		"create_sys": &r.CreateSys, "connect_sys": &r.ConnectSys}
 	for i := 2; i < len(f); i += 2 {
 		p := fields[f[i]]
 		if p == nil {

@@ -350,13 +350,17 @@ func printTables(w io.Writer, rs []result) {
 	for _, k := range keys {
 		g, c := by[k]["go"], by[k]["c"]
 		row := func(label, phase string, cpu, wall func(result) float64, prec int) {
-			gw, cw := col(g, wall), col(c, wall)
+			gw, cw := "–", "–"
 			wr := "–"
-			if len(gw) > 0 && len(cw) > 0 && benchstat.Median(cw) > 0 {
-				wr = fmt.Sprintf("%.3f", benchstat.Median(gw)/benchstat.Median(cw))
+			if wall != nil {
+				gws, cws := col(g, wall), col(c, wall)
+				gw, cw = fmt.Sprintf("%.*f", prec, benchstat.Median(gws)), fmt.Sprintf("%.*f", prec, benchstat.Median(cws))
+				if len(gws) > 0 && len(cws) > 0 && benchstat.Median(cws) > 0 {
+					wr = fmt.Sprintf("%.3f", benchstat.Median(gws)/benchstat.Median(cws))
+				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.*f | %.*f | %s |\n", label, phase, cell(col(g, cpu), prec), cell(col(c, cpu), prec),
-				ratio(col(g, cpu), col(c, cpu)), prec, benchstat.Median(gw), prec, benchstat.Median(cw), wr)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, phase, cell(col(g, cpu), prec), cell(col(c, cpu), prec),
+				ratio(col(g, cpu), col(c, cpu)), gw, cw, wr)
 		}
 		switch k.work {
 		case "qps":
@@ -365,6 +369,14 @@ func printTables(w io.Writer, rs []result) {
 			row(label, "connect (RESET→RTS)", func(r result) float64 { return ms(r.ConnectCPU) }, func(r result) float64 { return ms(r.ConnectNs) }, 2)
 			row(label, "create + connect", func(r result) float64 { return ms(r.CreateCPU + r.ConnectCPU) },
 				func(r result) float64 { return ms(r.CreateNs + r.ConnectNs) }, 2)
+			// Runs from before the split have no system time: no row.
+			if slices.ContainsFunc(g, func(r result) bool { return r.CreateSys > 0 }) &&
+				slices.ContainsFunc(c, func(r result) bool { return r.CreateSys > 0 }) {
+				row(label, "create + connect, user CPU", func(r result) float64 {
+					return ms(r.CreateCPU + r.ConnectCPU - r.CreateSys - r.ConnectSys)
+				}, nil, 2)
+				row(label, "create + connect, system CPU", func(r result) float64 { return ms(r.CreateSys + r.ConnectSys) }, nil, 2)
+			}
 			row(label, "destroy", func(r result) float64 { return ms(r.DestroyCPU) }, func(r result) float64 { return ms(r.DestroyNs) }, 2)
 		case "mr":
 			label := "MR of " + humanBytes(k.n)

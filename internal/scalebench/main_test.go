@@ -30,6 +30,12 @@ func TestParseC(t *testing.T) {
 	if err != nil || !cmp.Equal(got, want) {
 		t.Errorf("parseC mr cpu = %+v, %v; want %+v", got, err, want)
 	}
+	got, err = parseC("qps 2 create_ns 10 connect_ns 20 destroy_ns 30 create_cpu 9 connect_cpu 8 destroy_cpu 7 create_sys 6 connect_sys 5\n")
+	want = result{Tool: "c", Work: "qps", N: 2, CreateNs: 10, ConnectNs: 20, DestroyNs: 30, CreateCPU: 9, ConnectCPU: 8,
+		DestroyCPU: 7, CreateSys: 6, ConnectSys: 5}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("parseC qps sys = %+v, %v; want %+v", got, err, want)
+	}
 	for _, bad := range []string{"", "qps 1 create_ns x connect_ns 2 destroy_ns 3", "mr 1 reg_ns", "mr 1 nosuch 2", "bw 1 2 3 4 5"} {
 		if _, err := parseC(bad); err == nil {
 			t.Errorf("parseC(%q) succeeded", bad)
@@ -73,6 +79,19 @@ func TestTables(t *testing.T) {
 	for _, want := range []string{
 		"| 10 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
 		"| QP (of 10 per device, created + connected) | 1000 (1000–1000) | 20.0 (20.0–20.0) | 200 (200–200) |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, b.String())
+		}
+	}
+	// With system time on both sides, two rows split create + connect.
+	rs[0].CreateSys, rs[0].ConnectSys = 500000, 250000
+	rs[1].CreateSys, rs[1].ConnectSys = 1000000, 0
+	b.Reset()
+	printTables(&b, rs)
+	for _, want := range []string{
+		"| 10 RC QPs per device (×2) | create + connect, user CPU | 0.25 (0.25–0.25) | 1.00 (1.00–1.00) | 0.250 | 0.250 | separate | – | – | – |",
+		"| 10 RC QPs per device (×2) | create + connect, system CPU | 0.75 (0.75–0.75) | 1.00 (1.00–1.00) | 0.750 | 0.750 | separate | – | – | – |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, b.String())

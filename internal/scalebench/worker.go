@@ -31,6 +31,9 @@ type result struct {
 	DestroyCPU int64 `json:"destroy_cpu,omitempty"`
 	RegCPU     int64 `json:"reg_cpu,omitempty"`
 	DeregCPU   int64 `json:"dereg_cpu,omitempty"`
+	// The system part of create's and connect's CPU time.
+	CreateSys  int64 `json:"create_sys,omitempty"`
+	ConnectSys int64 `json:"connect_sys,omitempty"`
 	// bw: MB/s, BW average
 	MBps float64 `json:"mbps,omitempty"`
 	// Go only: heap bytes allocated during the creation (create + connect,
@@ -80,11 +83,17 @@ func (s *side) close() {
 // cpuNs is the process's user + system CPU time (the Go runtime's threads
 // included): what a phase cost, apart from the time it waited.
 func cpuNs() int64 {
+	cpu, _ := cpuSysNs()
+	return cpu
+}
+
+// cpuSysNs is cpuNs and, of it, the system's part, from one reading.
+func cpuSysNs() (cpu, sys int64) {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		panic(err)
 	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	return ru.Utime.Nano() + ru.Stime.Nano(), ru.Stime.Nano()
 }
 
 // heap reads the Go heap's counters after a full GC.
@@ -110,7 +119,7 @@ func workQPs(n, gidIndex int) (result, error) {
 		s[k].qps = make([]*uverbs.QP, 0, n)
 	}
 	m0 := heap()
-	c0 := cpuNs()
+	c0, s0 := cpuSysNs()
 	t0 := time.Now()
 	for range n {
 		for _, sd := range s {
@@ -122,7 +131,7 @@ func workQPs(n, gidIndex int) (result, error) {
 		}
 	}
 	t1 := time.Now()
-	c1 := cpuNs()
+	c1, s1 := cpuSysNs()
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
 	for i := range n {
 		for k, sd := range s {
@@ -135,7 +144,7 @@ func workQPs(n, gidIndex int) (result, error) {
 		}
 	}
 	t2 := time.Now()
-	c2 := cpuNs()
+	c2, s2 := cpuSysNs()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	m2 := heap()
@@ -152,6 +161,7 @@ func workQPs(n, gidIndex int) (result, error) {
 	c4 := cpuNs()
 	r.CreateNs, r.ConnectNs, r.DestroyNs = t1.Sub(t0).Nanoseconds(), t2.Sub(t1).Nanoseconds(), t4.Sub(t3).Nanoseconds()
 	r.CreateCPU, r.ConnectCPU, r.DestroyCPU = c1-c0, c2-c1, c4-c3
+	r.CreateSys, r.ConnectSys = s1-s0, s2-s1
 	r.AllocBytes = int64(m1.TotalAlloc - m0.TotalAlloc)
 	r.Objects = int64(m1.Mallocs - m0.Mallocs)
 	r.LiveBytes = int64(m2.HeapAlloc) - int64(m0.HeapAlloc)

@@ -9,8 +9,9 @@
 //                        touched first), deregister
 //
 // Prints one line: "qps N create_ns C connect_ns M destroy_ns D create_cpu
-// C' connect_cpu M' destroy_cpu D'" or "mr BYTES reg_ns R dereg_ns D
-// reg_cpu R' dereg_cpu D'": wall and CPU (user + system) nanoseconds. Settings match scalebench's Go side:
+// C' connect_cpu M' destroy_cpu D' create_sys C'' connect_sys M''" or "mr
+// BYTES reg_ns R dereg_ns D reg_cpu R' dereg_cpu D'": wall and CPU (user +
+// system) nanoseconds, and of the CPU the system's part. Settings match scalebench's Go side:
 // queue caps 64/64 WRs, 1 SGE, no inline; MTU 1024; access local write,
 // remote write and read.
 #define _GNU_SOURCE
@@ -41,13 +42,15 @@ static uint64_t now_ns(void)
 
 /* cpu_ns is the process's user + system CPU time: what a phase cost the
  * machine, apart from the time it waited (for rxe's work queues, for the
- * host to run the VM). */
-static uint64_t cpu_ns(void)
+ * host to run the VM). sys, if not NULL, gets the system part. */
+static uint64_t cpu_ns(uint64_t *sys)
 {
 	struct rusage ru;
 
 	if (getrusage(RUSAGE_SELF, &ru))
 		fail("getrusage");
+	if (sys)
+		*sys = (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
 	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
 }
@@ -136,11 +139,11 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid
 static int qps(int n, int gid_index)
 {
 	struct side s[2];
-	uint64_t t0, t1, t2, t3, c0, c1, c2, c3;
+	uint64_t t0, t1, t2, t3, c0, c1, c2, c3, s0, s1, s2;
 
 	open_side(&s[0], "rxe0", gid_index, n);
 	open_side(&s[1], "rxe1", gid_index, n);
-	c0 = cpu_ns();
+	c0 = cpu_ns(&s0);
 	t0 = now_ns();
 	for (int i = 0; i < n; i++) {
 		for (int k = 0; k < 2; k++) {
@@ -157,22 +160,23 @@ static int qps(int n, int gid_index)
 		}
 	}
 	t1 = now_ns();
-	c1 = cpu_ns();
+	c1 = cpu_ns(&s1);
 	for (int i = 0; i < n; i++) {
 		connect_qp(s[0].qps[i], s[1].qps[i]->qp_num, &s[1].gid, gid_index);
 		connect_qp(s[1].qps[i], s[0].qps[i]->qp_num, &s[0].gid, gid_index);
 	}
 	t2 = now_ns();
-	c2 = cpu_ns();
+	c2 = cpu_ns(&s2);
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < 2; k++)
 			if (ibv_destroy_qp(s[k].qps[i]))
 				fail("ibv_destroy_qp");
 	t3 = now_ns();
-	c3 = cpu_ns();
-	printf("qps %d create_ns %llu connect_ns %llu destroy_ns %llu create_cpu %llu connect_cpu %llu destroy_cpu %llu\n",
+	c3 = cpu_ns(NULL);
+	printf("qps %d create_ns %llu connect_ns %llu destroy_ns %llu create_cpu %llu connect_cpu %llu destroy_cpu %llu create_sys %llu connect_sys %llu\n",
 	       n, (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2),
-	       (unsigned long long)(c1 - c0), (unsigned long long)(c2 - c1), (unsigned long long)(c3 - c2));
+	       (unsigned long long)(c1 - c0), (unsigned long long)(c2 - c1), (unsigned long long)(c3 - c2),
+	       (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s1));
 	for (int k = 0; k < 2; k++) {
 		ibv_destroy_cq(s[k].cq);
 		ibv_dealloc_pd(s[k].pd);
@@ -197,17 +201,17 @@ static int mr(size_t len)
 		fail("mmap");
 	for (size_t i = 0; i < len; i += 4096)
 		((volatile char *)buf)[i] = 1;
-	c0 = cpu_ns();
+	c0 = cpu_ns(NULL);
 	t0 = now_ns();
 	m = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	if (!m)
 		fail("ibv_reg_mr");
 	t1 = now_ns();
-	c1 = cpu_ns();
+	c1 = cpu_ns(NULL);
 	if (ibv_dereg_mr(m))
 		fail("ibv_dereg_mr");
 	t2 = now_ns();
-	c2 = cpu_ns();
+	c2 = cpu_ns(NULL);
 	printf("mr %zu reg_ns %llu dereg_ns %llu reg_cpu %llu dereg_cpu %llu\n", len, (unsigned long long)(t1 - t0),
 	       (unsigned long long)(t2 - t1), (unsigned long long)(c1 - c0), (unsigned long long)(c2 - c1));
 	munmap(buf, len);
