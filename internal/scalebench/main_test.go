@@ -69,16 +69,16 @@ func TestParseSizes(t *testing.T) {
 }
 
 func TestTables(t *testing.T) {
-	rs, err := parseResults([]byte("noise\n" + linePrefix + `{"tool":"go","work":"qps","n":10,"rep":1,"create_ns":2000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":1000000,"alloc_bytes":20000,"live_bytes":4000,"objects":400}` + "\n" +
-		linePrefix + `{"tool":"c","work":"qps","n":10,"rep":1,"create_ns":4000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":2000000}` + "\n"))
+	rs, err := parseResults([]byte("noise\n" + linePrefix + `{"tool":"go","work":"qps","n":100,"rep":1,"create_ns":2000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":1000000,"alloc_bytes":20000,"live_bytes":4000,"objects":400}` + "\n" +
+		linePrefix + `{"tool":"c","work":"qps","n":100,"rep":1,"create_ns":4000000,"connect_ns":4000000,"destroy_ns":1000000,"create_cpu":2000000}` + "\n"))
 	if err != nil || len(rs) != 2 {
 		t.Fatalf("parseResults: %v, %d results", err, len(rs))
 	}
 	var b bytes.Buffer
 	printTables(&b, rs)
 	for _, want := range []string{
-		"| 10 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
-		"| QP (of 10 per device, created + connected) | 1000 (1000–1000) | 20.0 (20.0–20.0) | 200 (200–200) |",
+		"| 100 RC QPs per device (×2) | create | 1.00 (1.00–1.00) | 2.00 (2.00–2.00) | 0.500 | 0.500 | separate | 2.00 | 4.00 | 0.500 |",
+		"| QP (of 100 per device, created + connected) | 100 (100–100) | 2.0 (2.0–2.0) | 20 (20–20) |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, b.String())
@@ -90,8 +90,8 @@ func TestTables(t *testing.T) {
 	b.Reset()
 	printTables(&b, rs)
 	for _, want := range []string{
-		"| 10 RC QPs per device (×2) | create + connect, user CPU | 0.25 (0.25–0.25) | 1.00 (1.00–1.00) | 0.250 | 0.250 | separate | – | – | – |",
-		"| 10 RC QPs per device (×2) | create + connect, system CPU | 0.75 (0.75–0.75) | 1.00 (1.00–1.00) | 0.750 | 0.750 | separate | – | – | – |",
+		"| 100 RC QPs per device (×2) | create + connect, user CPU | 0.25 (0.25–0.25) | 1.00 (1.00–1.00) | 0.250 | 0.250 | separate | – | – | – |",
+		"| 100 RC QPs per device (×2) | create + connect, system CPU | 0.75 (0.75–0.75) | 1.00 (1.00–1.00) | 0.750 | 0.750 | separate | – | – | – |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, b.String())
