@@ -186,13 +186,20 @@ type Conn struct {
 	ctrlSeq    uint32
 	sbufHead   int
 	sbufAvail  int
-	sseqNo     uint16
-	sseqComp   uint16
-	tgt        sge // current target SGE (rest of it)
-	tgtIdx     int
-	remoteSGL  sge
-	remoteSge  uint32
-	peerOrd    binary.ByteOrder
+	// Write's bytes staged in sbuf and not yet posted (pendLen, from
+	// pendOff): what Write took while no message could go, sent as few
+	// messages as the peer's credits and ring allow once they can.
+	pendOff, pendLen int
+	inWrite          bool // a Write is in write
+	flushArmed       bool // flushTimer is set or its flush runs
+	flushTimer       *time.Timer
+	sseqNo           uint16
+	sseqComp         uint16
+	tgt              sge // current target SGE (rest of it)
+	tgtIdx           int
+	remoteSGL        sge
+	remoteSge        uint32
+	peerOrd          binary.ByteOrder
 	// iomap: where the peer's slots are (Length: how many), this side's
 	// mappings by the peer's slot they take, those not yet sent to it,
 	// and the slot WriteIO found last
@@ -214,6 +221,7 @@ type Conn struct {
 	// wrdy, cdy for Close), which the waiter signals when it stops
 	// waiting. Under mu: waiting, armed.
 	rdy, wrdy, cdy chan struct{}
+	fdy            chan struct{}  // the background flush's (flushLater)
 	waiting        bool           // a goroutine is in cch.Wait
 	armed          bool           // the CQ is armed and its event not yet read
 	waiters        sync.WaitGroup // the goroutine in cch.Wait; Close waits for it
@@ -278,6 +286,7 @@ func (r *chanRef) release() {
 func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	c = &Conn{cfg: cfg, id: id,
 		rdy: make(chan struct{}, 1), wrdy: make(chan struct{}, 1), cdy: make(chan struct{}, 1),
+		fdy:  make(chan struct{}, 1),
 		done: make(chan struct{}), discDone: make(chan struct{}), cmGone: make(chan struct{})}
 	ctx, err := id.Context()
 	if err != nil {
@@ -336,6 +345,8 @@ func newConn(id *rdmacm.ID, cfg Config) (c *Conn, err error) {
 	c.rtimer.Stop()
 	c.wtimer = time.AfterFunc(time.Hour, func() { notify(c.wrdy) })
 	c.wtimer.Stop()
+	c.flushTimer = time.AfterFunc(time.Hour, c.flushLater)
+	c.flushTimer.Stop()
 	return c, nil
 }
 
@@ -489,13 +500,14 @@ const (
 // goroutine handed over. mine is the caller's wake-up channel. The caller
 // rechecks its condition and calls again, with the same since: the time
 // it first waited (zero before its first call, which sets it), from which
-// the polling budget (spinTime, PollTime) is counted. Counted per call of
+// the polling budget (spinTime, then up to poll: Config.PollTime, or
+// spinTime for the background flush) is counted. Counted per call of
 // await instead, a writer waiting for credits while its own sends
 // complete one by one would poll without end and never sleep, taking
 // the CPU that delivers its peer's credits (rstream, 64 B messages,
 // 6.12: the Go pair took 5.37 s with it per await call and 5.11 s with it
 // per wait, rdma-core's pair 4.53 s, one boot, 4 runs each).
-func (c *Conn) await(mine chan struct{}, dl int64, since *time.Time) {
+func (c *Conn) await(mine chan struct{}, dl int64, since *time.Time, poll time.Duration) {
 	// One reading of the wall clock, for the deadline; each poll below
 	// reads the monotonic clock alone (time.Since), half what time.Now
 	// reads, and a clock reading is a good part of a poll's cost.
@@ -508,7 +520,6 @@ func (c *Conn) await(mine chan struct{}, dl int64, since *time.Time) {
 	if dl != 0 {
 		left = time.Duration(dl-now.UnixNano()) + now.Sub(start)
 	}
-	poll := c.cfg.PollTime
 	if c.bulk.Load() {
 		poll = min(poll, spinTime)
 	}
@@ -610,7 +621,7 @@ func (c *Conn) stopWaiting(mine chan struct{}) {
 	c.waiting = false
 	c.mu.Unlock()
 	c.waiters.Done()
-	for _, ch := range [...]chan struct{}{c.rdy, c.wrdy, c.cdy} {
+	for _, ch := range [...]chan struct{}{c.rdy, c.wrdy, c.cdy, c.fdy} {
 		if ch != mine {
 			notify(ch)
 		}
@@ -723,6 +734,9 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			c.err = fmt.Errorf("rsocket: reposting receives: %w", err)
 		}
 	}
+	if wr && c.pendLen > 0 {
+		c.flushPending()
+	}
 	c.sendCredits()
 	if c.err != nil {
 		c.kickLocked()
@@ -733,6 +747,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 	}
 	if wr {
 		notify(c.wrdy)
+		notify(c.fdy)
 	}
 }
 
@@ -851,7 +866,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if d != 0 && time.Now().UnixNano() >= d {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		c.await(c.rdy, d, &since)
+		c.await(c.rdy, d, &since, c.cfg.PollTime)
 	}
 }
 
@@ -869,23 +884,40 @@ func (c *Conn) copyOut(p []byte) int {
 }
 
 // Write writes p to the stream, in RDMA writes of up to 64 KiB into the
-// peer's ring.
+// peer's ring. When no message can go (the peer's credits or ring, or the
+// send queue, are used up), Write copies what fits into the send buffer
+// (Config.SendBuffer) and returns: those bytes go, with those of later
+// Writes, in as few messages as the peer's ring allows once the
+// connection can send again, as TCP coalesces what waits in its send
+// buffer. Write waits only while the send buffer is full. Close and
+// CloseWrite send what is staged before they end the stream.
 func (c *Conn) Write(p []byte) (int, error) { return c.write(p, false, 0) }
+
+// flushDelay is how long staged bytes wait, when no Write, Read or Close
+// polls for the completions that let them go, before a background flush
+// (flushLater) polls for them: the wait of a program that stops writing,
+// and does not read, while the peer's ring is full.
+const flushDelay = 200 * time.Microsecond
 
 // write is Write, and WriteIO (direct, at stream offset offset): it posts
 // p a message at a time while the send queue, the staging ring and, for
-// stream data, the peer's credits and ring have room, and waits for them
-// otherwise. Mappings not yet sent (MapIO) go before anything else: the
-// peer may use them once it reads what follows (riostream's sync
-// message).
+// stream data, the peer's credits and ring have room, stages stream data
+// in sbuf while they have none, and waits otherwise. Mappings not yet
+// sent (MapIO) go before anything else: the peer may use them once it
+// reads what follows (riostream's sync message). Staged stream data goes
+// before a direct write.
 func (c *Conn) write(p []byte, direct bool, offset uint64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	done := 0
 	olen := olapStart
 	var since time.Time // when this call began to wait (await)
-	for done < len(p) {
+	for {
 		c.mu.Lock()
+		c.inWrite = true
 		err := c.writeErr()
 		if err == nil && len(c.ioPending) > 0 {
 			c.sendIOMaps()
@@ -893,34 +925,88 @@ func (c *Conn) write(p []byte, direct bool, offset uint64) (int, error) {
 		n := 0
 		if err == nil && len(c.ioPending) == 0 {
 			if direct {
-				n, err = c.postDirect(p[done:], offset+uint64(done), &olen)
+				if err = c.flushPending(); err == nil && c.pendLen == 0 {
+					n, err = c.postDirect(p[done:], offset+uint64(done), &olen)
+				}
 			} else {
 				n, err = c.postStream(p[done:], &olen)
 			}
 		}
+		done += n
+		d := int64(0)
+		if err == nil && done < len(p) && n == 0 {
+			if d = c.wdl.Load(); d != 0 && time.Now().UnixNano() >= d {
+				err = os.ErrDeadlineExceeded
+			}
+		}
+		if err != nil || done == len(p) {
+			c.leaveWrite()
+			c.mu.Unlock()
+			if err != nil {
+				return done, c.opErr("write", err)
+			}
+			return done, nil
+		}
 		c.mu.Unlock()
-		if err != nil {
-			return done, c.opErr("write", err)
+		if n == 0 {
+			c.await(c.wrdy, d, &since, c.cfg.PollTime)
 		}
-		if n > 0 {
-			done += n
-			continue
-		}
-		d := c.wdl.Load()
-		if d != 0 && time.Now().UnixNano() >= d {
-			return done, c.opErr("write", os.ErrDeadlineExceeded)
-		}
-		c.await(c.wrdy, d, &since)
 	}
-	return done, nil
 }
 
-// postStream posts the first bytes of rest as one DATA message and
-// returns how many, or 0 when it must wait. Holds mu.
+// leaveWrite ends a write: staged bytes that wait for completions
+// nobody may poll get a background flush. Holds mu.
+func (c *Conn) leaveWrite() {
+	c.inWrite = false
+	if c.pendLen > 0 && !c.flushArmed && c.writeErr() == nil {
+		c.flushArmed = true
+		c.flushTimer.Reset(flushDelay)
+	}
+}
+
+// flushLater polls for the completions that let staged bytes go, when
+// no Write runs (a Write takes over: it flushes, and arms this again when
+// it leaves bytes staged). It polls spinTime, then sleeps on the
+// completion channel.
+func (c *Conn) flushLater() {
+	var since time.Time
+	for {
+		c.mu.Lock()
+		if c.pendLen > 0 && !c.inWrite && c.writeErr() == nil {
+			c.flushPending()
+		}
+		if c.pendLen == 0 || c.inWrite || c.writeErr() != nil {
+			c.flushArmed = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.await(c.fdy, 0, &since, spinTime)
+	}
+}
+
+// postStream posts the first bytes of rest as one DATA message, or stages
+// them in sbuf behind bytes staged before or when no message can go now,
+// and returns how many; 0 when sbuf is full. Holds mu.
 func (c *Conn) postStream(rest []byte, olen *int) (int, error) {
+	if c.pendLen > 0 {
+		if err := c.flushPending(); err != nil {
+			return 0, err
+		}
+		if c.pendLen > 0 {
+			return c.stage(rest), nil
+		}
+	}
 	c.refreshTarget()
 	if !c.sendRoom() || c.sseqNo == c.sseqComp || c.tgt.Length == 0 {
-		return 0, nil
+		n := c.stage(rest)
+		return n, c.flushPending()
+	}
+	if *olen == olapStart && c.sqeAvail < c.cfg.SQSize-ctrlSlots {
+		// Sends are in flight: the first message of this write reaches
+		// the peer after them anyway, so it need not be small
+		// (rs_send's overlap starts the wire early on an idle one).
+		*olen = maxTransfer
 	}
 	n, inline := c.chunk(len(rest), olen, uint64(c.tgt.Length))
 	if err := c.postData(rest[:n], inline); err != nil {
@@ -928,6 +1014,46 @@ func (c *Conn) postStream(rest []byte, olen *int) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// stage copies the first bytes of rest that fit into sbuf's free room,
+// behind the bytes staged before, and returns how many. Holds mu.
+func (c *Conn) stage(rest []byte) int {
+	n := min(len(rest), c.sbufAvail)
+	if n == 0 {
+		return 0
+	}
+	if c.pendLen == 0 {
+		c.pendOff = c.sbufHead
+	}
+	k := copy(c.sbuf[c.sbufHead:], rest[:n])
+	copy(c.sbuf, rest[k:n])
+	c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
+	c.sbufAvail -= n
+	c.pendLen += n
+	return n
+}
+
+// flushPending posts staged bytes as DATA messages of up to 64 KiB (and
+// to the end of sbuf, and of the peer's current target) while the send
+// queue and the peer's credits and ring have room. Holds mu.
+func (c *Conn) flushPending() error {
+	for c.pendLen > 0 && c.writeErr() == nil {
+		c.refreshTarget()
+		if c.sqeAvail == 0 || c.sseqNo == c.sseqComp || c.tgt.Length == 0 {
+			return nil
+		}
+		n := min(c.pendLen, c.cfg.SendBuffer-c.pendOff, maxTransfer, int(c.tgt.Length))
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.pendOff), Length: uint32(n), Lkey: c.mr.Lkey()}
+		if err := c.postSGE(n, false, n, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
+			c.err = fmt.Errorf("rsocket: posting data: %w", err)
+			return c.err
+		}
+		c.sent(n)
+		c.pendOff = (c.pendOff + n) % c.cfg.SendBuffer
+		c.pendLen -= n
+	}
+	return nil
 }
 
 // chunk sizes the next message of a write with rest bytes left: olen,
@@ -970,13 +1096,18 @@ func (c *Conn) postData(b []byte, inline bool) error {
 	if err := c.postWrite(b, inline, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
 		return fmt.Errorf("rsocket: posting data: %w", err)
 	}
+	c.sent(n)
+	return nil
+}
+
+// sent moves the target past a DATA message of n bytes. Holds mu.
+func (c *Conn) sent(n int) {
 	c.tgt.Addr += uint64(n)
 	c.tgt.Length -= uint32(n)
 	if c.tgt.Length == 0 {
 		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
 	}
 	c.sseqNo++
-	return nil
 }
 
 // postWrite posts b, inline or staged in the send ring, as an RDMA write
@@ -984,11 +1115,8 @@ func (c *Conn) postData(b []byte, inline bool) error {
 // WriteIO's plain write. Holds mu.
 func (c *Conn) postWrite(b []byte, inline bool, op uverbs.WROpcode, imm uint32, addr uint64, rkey uint32) error {
 	n := len(b)
-	wr := &c.sendWR[0]
-	*wr = uverbs.SendWR{Opcode: op, Imm: imm, RemoteAddr: addr, Rkey: rkey, SGL: c.sendSGE[:]}
 	staged := 0 // bytes of sbuf
 	if inline {
-		wr.Flags = uverbs.SendInline
 		copy(c.scratch, b)
 		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.scratchOff), Length: uint32(n), Lkey: c.mr.Lkey()}
 	} else {
@@ -997,6 +1125,17 @@ func (c *Conn) postWrite(b []byte, inline bool, op uverbs.WROpcode, imm uint32, 
 		c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
 		c.sbufAvail -= n
 		staged = n
+	}
+	return c.postSGE(n, inline, staged, op, imm, addr, rkey)
+}
+
+// postSGE posts the n bytes sendSGE points at (staged of them sbuf's,
+// already taken from sbufAvail) as an RDMA write. Holds mu.
+func (c *Conn) postSGE(n int, inline bool, staged int, op uverbs.WROpcode, imm uint32, addr uint64, rkey uint32) error {
+	wr := &c.sendWR[0]
+	*wr = uverbs.SendWR{Opcode: op, Imm: imm, RemoteAddr: addr, Rkey: rkey, SGL: c.sendSGE[:]}
+	if inline {
+		wr.Flags = uverbs.SendInline
 	}
 	c.sqeAvail--
 	// Signaled: one in sigEvery; one after which Write would wait for a
@@ -1079,13 +1218,14 @@ func (c *Conn) CloseWrite() error {
 			c.mu.Unlock()
 			return nil
 		}
-		if c.postCtrl(ctrlShutdwn, wrCtrl) {
+		// What Write staged goes first.
+		if c.flushPending(); c.pendLen == 0 && c.postCtrl(ctrlShutdwn, wrCtrl) {
 			c.wrShut = true
 			c.mu.Unlock()
 			return nil
 		}
 		c.mu.Unlock()
-		c.await(c.wrdy, 0, &since)
+		c.await(c.wrdy, 0, &since, c.cfg.PollTime)
 	}
 }
 
@@ -1093,8 +1233,9 @@ func (c *Conn) CloseWrite() error {
 // complete before tearing the connection down anyway.
 const closeWait = 5 * time.Second
 
-// Close sends the peer a DISCONNECT, waits for it to complete, and frees
-// the connection. Blocked Reads and Writes return net.ErrClosed. Close is
+// Close sends what Write staged and then a DISCONNECT, waits for it to
+// complete (at most 5 seconds in all: a peer that reads nothing more
+// loses the staged bytes), and frees the connection. Blocked Reads and Writes return net.ErrClosed. Close is
 // idempotent. Where the peer shut the connection down first (Read
 // returned io.EOF after its DISCONNECT), Close sends none and waits
 // instead, at most 5 seconds, for the peer to disconnect, so that what
@@ -1115,6 +1256,7 @@ func (c *Conn) close() error {
 	close(c.done)
 	c.rtimer.Stop()
 	c.wtimer.Stop()
+	c.flushTimer.Stop()
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 	}
@@ -1172,16 +1314,17 @@ func (c *Conn) sendDisconnect() {
 			c.mu.Unlock()
 			return
 		}
-		if c.postCtrl(ctrlDisconn, wrDisc) {
+		// What Write staged goes first.
+		if c.flushPending(); c.pendLen == 0 && c.postCtrl(ctrlDisconn, wrDisc) {
 			c.discPosted = true
 			c.mu.Unlock()
 			break
 		}
 		c.mu.Unlock()
-		c.await(c.cdy, dl, &since)
+		c.await(c.cdy, dl, &since, c.cfg.PollTime)
 	}
 	for !isClosed(c.discDone) {
-		c.await(c.cdy, dl, &since)
+		c.await(c.cdy, dl, &since, c.cfg.PollTime)
 		c.mu.Lock()
 		done := stop()
 		c.mu.Unlock()

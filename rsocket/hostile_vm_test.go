@@ -148,27 +148,32 @@ func echo(c net.Conn, i int) error {
 	return nil
 }
 
-// BenchmarkReadWriteVM measures 4 KiB Writes to a peer that reads them
-// (allocations counted over both sides and the completion goroutines).
+// BenchmarkReadWriteVM measures Writes of 64 B (coalesced while the
+// peer's ring is full) and 4 KiB to a peer that reads them (allocations
+// counted over both sides and the completion goroutines).
 func BenchmarkReadWriteVM(b *testing.B) {
 	requireVM(b)
-	client, server := pair(b, ListenConfig{}, fromB)
-	buf := make([]byte, 4096)
-	rbuf := make([]byte, 4096)
-	go func() {
-		for {
-			if _, err := io.ReadFull(server, rbuf); err != nil {
-				return
+	for _, size := range []int{64, 4096} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			client, server := pair(b, ListenConfig{}, fromB)
+			buf := make([]byte, size)
+			rbuf := make([]byte, size)
+			go func() {
+				for {
+					if _, err := io.ReadFull(server, rbuf); err != nil {
+						return
+					}
+				}
+			}()
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := client.Write(buf); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	}()
-	b.SetBytes(4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := client.Write(buf); err != nil {
-			b.Fatal(err)
-		}
+		})
 	}
 }
 
