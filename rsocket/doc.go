@@ -32,7 +32,8 @@
 // goroutine unblocking Read and Write, CloseWrite (the protocol's
 // shutdown: the peer reads EOF and may keep sending). No goroutine
 // processes completions (one per connection only waits for the CM's
-// disconnect): a Read or Write that cannot go on polls the connection's
+// disconnect; a flush of staged bytes, below, is the exception): a Read
+// or Write that cannot go on polls the connection's
 // CQ itself, as librdmacm's callers do: 10 µs back to back,
 // then yielding the CPU between polls up to Config.PollTime (300 µs;
 // 10 µs while data moves in messages of 16 KiB or more). Then one of
@@ -45,6 +46,16 @@
 // room, or a quarter of the staging ring waits on sends without one
 // (librdmacm asks for one per message; the peer sees no difference),
 // so that a writer waiting for credits is not woken by its own sends.
+//
+// Writes coalesce, as TCP's do: when no message can go (the peer's
+// credits or ring, or the send queue, are used up), Write copies what
+// fits into the send ring and returns, and waits only while the ring is
+// full. The staged bytes go, with later Writes', in messages of up to 64
+// KiB as soon as completions allow, sent by whoever polls: the next Write,
+// a Read, CloseWrite or Close (which send them before their shutdown or
+// disconnect), or, when none does, a flush that starts 200 µs after the
+// Write. Many small Writes to a busy peer so become few large messages;
+// librdmacm's rsend sends one message per call, and waits.
 //
 // Config has rsocket's options: ring sizes (SO_SNDBUF/SO_RCVBUF give
 // rsocket rings of twice their value), inline size, QP depths, keepalive
