@@ -1235,7 +1235,9 @@ const closeWait = 5 * time.Second
 
 // Close sends what Write staged and then a DISCONNECT, waits for it to
 // complete (at most 5 seconds in all: a peer that reads nothing more
-// loses the staged bytes), and frees the connection. Blocked Reads and Writes return net.ErrClosed. Close is
+// loses the staged bytes), and frees the connection. A Close while a
+// Write is under way (from another goroutine, to end it) drops the staged
+// bytes instead of waiting for the peer to take them. Blocked Reads and Writes return net.ErrClosed. Close is
 // idempotent. Where the peer shut the connection down first (Read
 // returned io.EOF after its DISCONNECT), Close sends none and waits
 // instead, at most 5 seconds, for the peer to disconnect, so that what
@@ -1314,7 +1316,12 @@ func (c *Conn) sendDisconnect() {
 			c.mu.Unlock()
 			return
 		}
-		// What Write staged goes first.
+		// What Write staged goes first, unless a Write is under way:
+		// a Close that ends a Write (blocked while the peer reads
+		// nothing) does not wait for the peer; the Write fails.
+		if c.inWrite {
+			c.pendLen = 0
+		}
 		if c.flushPending(); c.pendLen == 0 && c.postCtrl(ctrlDisconn, wrDisc) {
 			c.discPosted = true
 			c.mu.Unlock()

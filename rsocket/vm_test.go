@@ -145,7 +145,9 @@ func TestDeadlineVM(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
+	t0 := time.Now()
 	client.Close()
+	t.Logf("Close with a Write blocked took %v", time.Since(t0))
 	for i := 0; i < 2; i++ {
 		select {
 		case err := <-done:
