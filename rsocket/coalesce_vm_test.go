@@ -52,7 +52,7 @@ func TestCoalesceVM(t *testing.T) {
 	// writes, and the server reads: the background flush sends the staged
 	// bytes as credits come back, in as many messages as the server's
 	// ring halves (8192 bytes), its credits and its SGL updates cut them
-	// into: a few (14-18 in 12 runs on both kernels, some under -race).
+	// into: a few (14-18 in six runs, three a kernel, under -race).
 	const first = 200
 	for i := 0; i < first; i++ {
 		if _, err := client.Write(data[i*size : (i+1)*size]); err != nil {
