@@ -1236,12 +1236,13 @@ const closeWait = 5 * time.Second
 // Close sends what Write staged and then a DISCONNECT, waits for it to
 // complete (at most 5 seconds in all: a peer that reads nothing more
 // loses the staged bytes), and frees the connection. A Close while a
-// Write is under way (from another goroutine, to end it) drops the staged
-// bytes instead of waiting for the peer to take them. Blocked Reads and Writes return net.ErrClosed. Close is
-// idempotent. Where the peer shut the connection down first (Read
-// returned io.EOF after its DISCONNECT), Close sends none and waits
-// instead, at most 5 seconds, for the peer to disconnect, so that what
-// the peer still sends in its shutdown is acknowledged.
+// Write is under way (from another goroutine, to end it) drops the
+// staged bytes instead of waiting for the peer to take them. Blocked
+// Reads and Writes return net.ErrClosed. Close is idempotent. Where the
+// peer shut the connection down first (Read returned io.EOF after its
+// DISCONNECT), Close sends none and waits instead, at most 5 seconds, for
+// the peer to disconnect, so that what the peer still sends in its
+// shutdown is acknowledged.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
