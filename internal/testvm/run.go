@@ -639,8 +639,14 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	// kernels test each crypto algorithm as it registers, which the VM
 	// has no use for; once, in a CI run (6.1, 2026-11-29), a test thread
 	// spun there for good ("soft lockup ... [cryptomgr_test]") and the
-	// boot never ended.
-	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check cryptomgr.notests"
+	// boot never ended. tsc=reliable: the clocksource watchdog, which on
+	// a busy host sees the emulated TSC skew and switches clocksource,
+	// flips static keys by live code patching (int3), which TCG got
+	// wrong once in a CI run (6.12, 2026-11-29: "Oops: int3" in
+	// sched_clock_cpu from clocksource_watchdog_work, then a panic); a
+	// switch mid-run would also change the clock that measurements in the
+	// VM read.
+	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check cryptomgr.notests tsc=reliable"
 	args := append(firmware,
 		"-accel", "tcg", "-cpu", "max",
 		"-m", fmt.Sprint(mem), "-smp", fmt.Sprint(cpus),
