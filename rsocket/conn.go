@@ -186,20 +186,21 @@ type Conn struct {
 	ctrlSeq    uint32
 	sbufHead   int
 	sbufAvail  int
-	// Write's bytes staged in sbuf and not yet posted (pendLen, from
-	// pendOff): what Write took while no message could go, sent as few
-	// messages as the peer's credits and ring allow once they can.
-	pendOff, pendLen int
-	inWrite          bool // a Write is in write
-	flushArmed       bool // flushTimer is set or its flush runs
-	flushTimer       *time.Timer
-	sseqNo           uint16
-	sseqComp         uint16
-	tgt              sge // current target SGE (rest of it)
-	tgtIdx           int
-	remoteSGL        sge
-	remoteSge        uint32
-	peerOrd          binary.ByteOrder
+	// pendLen: Write's bytes staged in sbuf and not yet posted, the last
+	// pendLen before sbufHead (while any wait, nothing else takes sbuf):
+	// what Write took while no message could go, sent as few messages as
+	// the peer's credits and ring allow once they can.
+	pendLen    int
+	inWrite    bool // a Write is in write
+	flushArmed bool // flushTimer is set or its flush runs
+	flushTimer *time.Timer
+	sseqNo     uint16
+	sseqComp   uint16
+	tgt        sge // current target SGE (rest of it)
+	tgtIdx     int
+	remoteSGL  sge
+	remoteSge  uint32
+	peerOrd    binary.ByteOrder
 	// iomap: where the peer's slots are (Length: how many), this side's
 	// mappings by the peer's slot they take, those not yet sent to it,
 	// and the slot WriteIO found last
@@ -741,13 +742,16 @@ func (c *Conn) process(wcs []uverbs.WC) {
 	if c.err != nil {
 		c.kickLocked()
 	}
+	flushing := c.flushArmed
 	c.mu.Unlock()
 	if rd {
 		notify(c.rdy)
 	}
 	if wr {
 		notify(c.wrdy)
-		notify(c.fdy)
+		if flushing {
+			notify(c.fdy)
+		}
 	}
 }
 
@@ -1020,18 +1024,20 @@ func (c *Conn) postStream(rest []byte, olen *int) (int, error) {
 // behind the bytes staged before, and returns how many. Holds mu.
 func (c *Conn) stage(rest []byte) int {
 	n := min(len(rest), c.sbufAvail)
-	if n == 0 {
-		return 0
-	}
-	if c.pendLen == 0 {
-		c.pendOff = c.sbufHead
-	}
-	k := copy(c.sbuf[c.sbufHead:], rest[:n])
-	copy(c.sbuf, rest[k:n])
-	c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
-	c.sbufAvail -= n
+	c.take(rest[:n])
 	c.pendLen += n
 	return n
+}
+
+// take copies b into sbuf's free room at sbufHead, wrapping at its end,
+// and returns where it begins. Holds mu.
+func (c *Conn) take(b []byte) int {
+	off := c.sbufHead
+	k := copy(c.sbuf[off:], b)
+	copy(c.sbuf, b[k:])
+	c.sbufHead = (off + len(b)) % c.cfg.SendBuffer
+	c.sbufAvail -= len(b)
+	return off
 }
 
 // flushPending posts staged bytes as DATA messages of up to 64 KiB (and
@@ -1043,14 +1049,13 @@ func (c *Conn) flushPending() error {
 		if c.sqeAvail == 0 || c.sseqNo == c.sseqComp || c.tgt.Length == 0 {
 			return nil
 		}
-		n := min(c.pendLen, c.cfg.SendBuffer-c.pendOff, maxTransfer, int(c.tgt.Length))
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.pendOff), Length: uint32(n), Lkey: c.mr.Lkey()}
-		if err := c.postSGE(n, false, n, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
-			c.err = fmt.Errorf("rsocket: posting data: %w", err)
-			return c.err
+		off := (c.sbufHead - c.pendLen + c.cfg.SendBuffer) % c.cfg.SendBuffer
+		n := min(c.pendLen, c.cfg.SendBuffer-off, maxTransfer, int(c.tgt.Length))
+		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + off), Length: uint32(n), Lkey: c.mr.Lkey()}
+		if err := c.postDataSGE(n, false, n); err != nil {
+			c.err = err
+			return err
 		}
-		c.sent(n)
-		c.pendOff = (c.pendOff + n) % c.cfg.SendBuffer
 		c.pendLen -= n
 	}
 	return nil
@@ -1092,41 +1097,44 @@ func (c *Conn) writeErr() error {
 // postData sends b as one DATA message, inline or staged in the send
 // ring. Holds mu.
 func (c *Conn) postData(b []byte, inline bool) error {
-	n := len(b)
-	if err := c.postWrite(b, inline, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
-		return fmt.Errorf("rsocket: posting data: %w", err)
-	}
-	c.sent(n)
-	return nil
+	return c.postDataSGE(len(b), inline, c.fill(b, inline))
 }
 
-// sent moves the target past a DATA message of n bytes. Holds mu.
-func (c *Conn) sent(n int) {
+// postDataSGE sends the n bytes sendSGE points at (staged of them sbuf's)
+// as one DATA message to the peer's current target, and moves the target
+// past them. Holds mu.
+func (c *Conn) postDataSGE(n int, inline bool, staged int) error {
+	if err := c.postSGE(n, inline, staged, uverbs.WRRDMAWriteWithImm, mkImm(opData, uint32(n)), c.tgt.Addr, c.tgt.Key); err != nil {
+		return fmt.Errorf("rsocket: posting data: %w", err)
+	}
 	c.tgt.Addr += uint64(n)
 	c.tgt.Length -= uint32(n)
 	if c.tgt.Length == 0 {
 		c.tgtIdx = (c.tgtIdx + 1) % sglEntries
 	}
 	c.sseqNo++
+	return nil
 }
 
 // postWrite posts b, inline or staged in the send ring, as an RDMA write
 // (op, with imm if it is one) to addr and rkey: a DATA message, or
 // WriteIO's plain write. Holds mu.
 func (c *Conn) postWrite(b []byte, inline bool, op uverbs.WROpcode, imm uint32, addr uint64, rkey uint32) error {
-	n := len(b)
-	staged := 0 // bytes of sbuf
+	return c.postSGE(len(b), inline, c.fill(b, inline), op, imm, addr, rkey)
+}
+
+// fill copies b where a send takes it from, scratch (inline) or sbuf,
+// points sendSGE at it, and returns the bytes of sbuf it took. Holds mu.
+func (c *Conn) fill(b []byte, inline bool) (staged int) {
+	off := c.scratchOff
 	if inline {
 		copy(c.scratch, b)
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.scratchOff), Length: uint32(n), Lkey: c.mr.Lkey()}
 	} else {
-		copy(c.sbuf[c.sbufHead:], b)
-		c.sendSGE[0] = uverbs.SGE{Addr: c.addr(c.cfg.RecvBuffer + c.sbufHead), Length: uint32(n), Lkey: c.mr.Lkey()}
-		c.sbufHead = (c.sbufHead + n) % c.cfg.SendBuffer
-		c.sbufAvail -= n
-		staged = n
+		off = c.cfg.RecvBuffer + c.take(b) // chunk keeps b short of sbuf's end
+		staged = len(b)
 	}
-	return c.postSGE(n, inline, staged, op, imm, addr, rkey)
+	c.sendSGE[0] = uverbs.SGE{Addr: c.addr(off), Length: uint32(len(b)), Lkey: c.mr.Lkey()}
+	return staged
 }
 
 // postSGE posts the n bytes sendSGE points at (staged of them sbuf's,
