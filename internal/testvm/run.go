@@ -646,6 +646,13 @@ func boot(ctx context.Context, cfg Config, k *Kernel, runDir, initrd, consoleLog
 	// sched_clock_cpu from clocksource_watchdog_work, then a panic); a
 	// switch mid-run would also change the clock that measurements in the
 	// VM read.
+	//
+	// TCG, not KVM: the project's build machines have no VMX or SVM, and
+	// where they expose /dev/kvm it is PVM (nested_pvm on the host's
+	// command line), which runs only guest kernels built for it. Debian's
+	// kernels under -accel kvm stop after the firmware with -cpu host,-
+	// arch-capabilities or qemu64 (nothing on the console in 30 s), and
+	// -cpu host fails at once setting MSR 0x10a (checked 2026-11-29).
 	appendLine := "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 no_timer_check cryptomgr.notests tsc=reliable"
 	args := append(firmware,
 		"-accel", "tcg", "-cpu", "max",
