@@ -746,21 +746,43 @@ func TestDataPathAllocs(t *testing.T) {
 	}
 }
 
-// mapped reports whether the page holding p is mapped (mincore fails with
-// ENOMEM on an unmapped page).
-func mapped(t *testing.T, p *byte) bool {
+// ours reports whether the page at p is still mapped by this test: it can
+// be read and begins with token, which the test wrote there. Asking only
+// whether some mapping covers p would race with every other thread of the
+// process: an mmap made anywhere between the unmap and the check may land
+// in the hole. The page is read by the kernel (a write to a pipe), so a
+// page unmapped meanwhile gives EFAULT, not a fault.
+func ours(t *testing.T, p *byte, token uint64) bool {
 	t.Helper()
-	var vec [1]byte
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
 	page := uintptr(unsafe.Pointer(p)) &^ uintptr(pageSize-1)
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, page, uintptr(pageSize), uintptr(unsafe.Pointer(&vec[0])))
+	_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fds[1]), page, 8)
 	switch errno {
 	case 0:
-		return true
-	case unix.ENOMEM:
+	case unix.EFAULT:
 		return false
+	default:
+		t.Fatalf("write from the page: %v", errno)
 	}
-	t.Fatalf("mincore: %v", errno)
-	return false
+	var b [8]byte
+	if _, err := unix.Read(fds[0], b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(b[:]) == token
+}
+
+// newToken is a value no other mapping holds by chance.
+func newToken(t *testing.T) uint64 {
+	var b [8]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
 func TestUnmapPair(t *testing.T) {
@@ -778,6 +800,10 @@ func TestUnmapPair(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			token := newToken(t)
+			for i := range 3 {
+				binary.LittleEndian.PutUint64(region[i*pageSize:], token)
+			}
 			mk := func(at [2]int) *queue { return &queue{mem: region[at[0]*pageSize : at[0]*pageSize+at[1]]} }
 			a, b := mk(tc.a), mk(tc.b)
 			if err := unmapPair(a, b); err != nil {
@@ -787,10 +813,11 @@ func TestUnmapPair(t *testing.T) {
 				t.Error("unmapPair left a queue's memory set")
 			}
 			for i, want := range tc.left {
-				if got := mapped(t, &region[i*pageSize]); got != want {
+				got := ours(t, &region[i*pageSize], token)
+				if got != want {
 					t.Errorf("page %d mapped %v, want %v", i, got, want)
 				}
-				if want { // only what unmapPair must have left: the rest may be someone else's by now
+				if got { // only what is still ours: the rest may be someone else's by now
 					unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&region[i*pageSize])), uintptr(pageSize), 0)
 				}
 			}
@@ -816,6 +843,8 @@ func TestMapQueueBelow(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqStart, rqStart := &sq.mem[0], &rq.mem[0]
+	token := newToken(t) // both map the file's first page
+	binary.LittleEndian.PutUint64(sq.mem, token)
 	if uintptr(unsafe.Pointer(rqStart))+2*uintptr(pageSize) != uintptr(unsafe.Pointer(sqStart)) {
 		t.Logf("the kernel placed the receive queue elsewhere (%p, send queue %p)", rqStart, sqStart)
 	}
@@ -823,7 +852,7 @@ func TestMapQueueBelow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []*byte{sqStart, rqStart} {
-		if mapped(t, p) {
+		if ours(t, p, token) {
 			t.Errorf("%p still mapped", p)
 		}
 	}
