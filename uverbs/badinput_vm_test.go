@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -893,13 +894,15 @@ func newBadFixture(t *testing.T) *badFixture {
 	must(f.closedAH.Close())
 
 	// Memory no MR may cover: a hole, a PROT_NONE page, a read-only page.
+	// The hole is below vm.mmap_min_addr (64 KiB on Debian), where nothing
+	// is ever mapped: a page unmapped here would be the next small mmap's
+	// (this fixture's PROT_NONE page, or any thread's).
 	mapped := func(prot int) []byte {
 		m, err := unix.Mmap(-1, 0, 4096, prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		must(err)
 		return m
 	}
-	f.unmapped = mapped(unix.PROT_READ | unix.PROT_WRITE)
-	must(unix.Munmap(f.unmapped))
+	f.unmapped = unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), 0x8000)), 4096)
 	f.protNone = mapped(unix.PROT_NONE)
 	f.rdOnly = mapped(unix.PROT_READ)
 	t.Cleanup(func() {
