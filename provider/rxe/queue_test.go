@@ -751,7 +751,8 @@ func TestDataPathAllocs(t *testing.T) {
 // whether some mapping covers p would race with every other thread of the
 // process: an mmap made anywhere between the unmap and the check may land
 // in the hole. The page is read by the kernel (a write to a pipe), so a
-// page unmapped meanwhile gives EFAULT, not a fault.
+// page unmapped meanwhile gives EFAULT, not a fault. (Not
+// process_vm_readv: qemu-user, which runs the arm64 unit tests, has none.)
 func ours(t *testing.T, p *byte, token uint64) bool {
 	t.Helper()
 	var fds [2]int
