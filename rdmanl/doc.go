@@ -13,7 +13,8 @@
 //
 // A Conn is one netlink socket; every call takes a context.Context that
 // bounds its waits, which park on the runtime's netpoller. Without a
-// deadline, a wait for the kernel's answer gives up after five seconds.
+// deadline, a wait for the kernel's answer gives up after five seconds;
+// Monitor.Next, which waits for notifications, waits as long as its context.
 //
 //	c, err := rdmanl.Dial()
 //	if err != nil { ... }

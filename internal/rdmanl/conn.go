@@ -22,9 +22,11 @@ type socket interface {
 	send(ctx context.Context, b []byte) error
 	// recv reads one datagram into b and returns its length; a datagram
 	// longer than b is an error, not a silent truncation. It gives up when
-	// ctx ends (with ctx's error), or after replyTimeout if ctx has no
-	// deadline.
-	recv(ctx context.Context, b []byte) (int, error)
+	// ctx ends (with ctx's error) or, where reply is true (the wait is for
+	// the answer to a request) and ctx has no deadline, after
+	// replyTimeout. A wait for a notification (reply false) lasts as long
+	// as ctx.
+	recv(ctx context.Context, b []byte, reply bool) (int, error)
 	close() error
 }
 
@@ -165,7 +167,7 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 	interrupted := false
 	var fnErr error
 	for {
-		n, err := c.sock.recv(ctx, c.buf)
+		n, err := c.sock.recv(ctx, c.buf, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				c.pending = seq
@@ -232,7 +234,7 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 // up to its NLMSG_DONE or NLMSG_ERROR.
 func (c *Conn) drain(ctx context.Context) error {
 	for c.pending != 0 {
-		n, err := c.sock.recv(ctx, c.buf)
+		n, err := c.sock.recv(ctx, c.buf, true)
 		if err != nil {
 			return err
 		}
@@ -256,7 +258,7 @@ func (c *Conn) drain(ctx context.Context) error {
 // call.
 func (c *Conn) Receive(ctx context.Context) ([]Message, error) {
 	for {
-		n, err := c.sock.recv(ctx, c.buf)
+		n, err := c.sock.recv(ctx, c.buf, false)
 		if err != nil {
 			return nil, fmt.Errorf("rdmanl: receive: %w", err)
 		}

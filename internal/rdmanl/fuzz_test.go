@@ -86,7 +86,7 @@ func (s *fuzzSocket) send(context.Context, []byte) error {
 	return nil
 }
 
-func (s *fuzzSocket) recv(_ context.Context, b []byte) (int, error) {
+func (s *fuzzSocket) recv(_ context.Context, b []byte, _ bool) (int, error) {
 	if s.read {
 		return 0, io.EOF
 	}

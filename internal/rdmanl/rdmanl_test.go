@@ -73,7 +73,7 @@ func (r *replaySocket) send(_ context.Context, b []byte) error {
 	return nil
 }
 
-func (r *replaySocket) recv(_ context.Context, b []byte) (int, error) {
+func (r *replaySocket) recv(_ context.Context, b []byte, _ bool) (int, error) {
 	if len(r.script) == 0 || r.script[0].sent {
 		return 0, io.EOF
 	}

@@ -26,7 +26,7 @@ func (r *replaySock) send(_ context.Context, b []byte) error {
 	return nil
 }
 
-func (r *replaySock) recv(_ context.Context, b []byte) (int, error) {
+func (r *replaySock) recv(_ context.Context, b []byte, _ bool) (int, error) {
 	if len(r.data) == 0 {
 		return 0, io.EOF
 	}

@@ -15,7 +15,7 @@ import (
 
 // replyTimeout bounds every wait for the kernel when the caller's context
 // has no deadline, so a lost reply cannot hang the caller.
-const replyTimeout = 5 * time.Second
+var replyTimeout = 5 * time.Second
 
 // Dial opens a NETLINK_RDMA socket in the caller's network namespace. It
 // fails with EPROTONOSUPPORT when the kernel has no RDMA core (ib_core not
@@ -120,12 +120,12 @@ func (s *netlinkSocket) send(ctx context.Context, b []byte) error {
 	return serr
 }
 
-func (s *netlinkSocket) recv(ctx context.Context, b []byte) (int, error) {
+func (s *netlinkSocket) recv(ctx context.Context, b []byte, reply bool) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	deadline, ok := ctx.Deadline()
-	if !ok {
+	if !ok && reply {
 		deadline = time.Now().Add(replyTimeout)
 	}
 	if err := s.f.SetReadDeadline(deadline); err != nil {
@@ -150,7 +150,7 @@ func (s *netlinkSocket) recv(ctx context.Context, b []byte) (int, error) {
 			if cerr := ctx.Err(); cerr != nil {
 				return 0, cerr
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) && !ok {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !ok && reply {
 				return 0, fmt.Errorf("no reply within %v: %w", replyTimeout, os.ErrDeadlineExceeded)
 			}
 			return 0, err
