@@ -104,11 +104,16 @@ func summaryJSON(s Summary) jsonObj {
 	return o
 }
 
+// ownerJSON writes what rdma's JSON writes of an owner: pid and comm for a
+// process, comm for the kernel, neither where the kernel named none.
 func ownerJSON(o jsonObj, w Owner) {
-	if !w.Kernel {
+	switch {
+	case w.Kernel:
+		o["comm"] = w.Comm
+	case w.PID != 0:
 		o["pid"] = num(w.PID)
+		o["comm"] = w.Comm
 	}
-	o["comm"] = w.Comm
 }
 
 var pathMigJSON = []string{"MIGRATED", "REARM", "ARMED"}

@@ -39,29 +39,51 @@ func TestQPCountersParse(t *testing.T) {
 	qp := func(n uint32) []byte {
 		return nest(nl.RDMA_NLDEV_ATTR_RES_QP_ENTRY, nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_RES_LQPN, n))
 	}
-	entry := nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY,
+	// As the kernel's fill_stat_counter_mode sends them: an auto counter
+	// bound by type and PID names its owner (here a kernel module); one
+	// bound by type alone, or a manual one, names none.
+	byPID := nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY,
 		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_INDEX, 1),
 		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID, 4),
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_MODE, nl.RDMA_COUNTER_MODE_AUTO),
 		nl.AppendU8Attr(nil, nl.RDMA_NLDEV_ATTR_RES_TYPE, 2),
 		nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_RES_KERN_NAME, "nvme_rdma"),
 		nest(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, hw("rx_write_requests", 7), hw("out_of_sequence", 1)),
 		nest(nl.RDMA_NLDEV_ATTR_RES_QP, qp(0x81), qp(0x82)))
+	manual := nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY,
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_INDEX, 1),
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_COUNTER_ID, 5),
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_STAT_MODE, nl.RDMA_COUNTER_MODE_MANUAL),
+		nest(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, hw("rx_write_requests", 2)),
+		nest(nl.RDMA_NLDEV_ATTR_RES_QP, qp(0x90)))
 	c := &Conn{c: nl.Replay(reply(nl.RDMA_NLDEV_CMD_STAT_GET,
 		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, 3), nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0"),
-		nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER, entry)))}
+		nest(nl.RDMA_NLDEV_ATTR_STAT_COUNTER, byPID, manual)))}
 	got, err := c.QPCounters(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []QPCounter{{DevIndex: 3, DevName: "mlx5_0", Port: 1, ID: 4, QPType: uverbs.QPTypeRC, HaveQPType: true,
-		Owner:    Owner{Kernel: true, Comm: "nvme_rdma"},
-		Counters: []Counter{{"rx_write_requests", 7}, {"out_of_sequence", 1}}, LQPNs: []uint32{0x81, 0x82}}}
+	want := []QPCounter{
+		{DevIndex: 3, DevName: "mlx5_0", Port: 1, ID: 4, QPType: uverbs.QPTypeRC, HaveQPType: true,
+			Owner:    Owner{Kernel: true, Comm: "nvme_rdma"},
+			Counters: []Counter{{"rx_write_requests", 7}, {"out_of_sequence", 1}}, LQPNs: []uint32{0x81, 0x82}},
+		{DevIndex: 3, DevName: "mlx5_0", Port: 1, ID: 5,
+			Counters: []Counter{{"rx_write_requests", 2}}, LQPNs: []uint32{0x90}},
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("QPCounters (-want +got):\n%s", diff)
 	}
-	b, err := got[0].MarshalJSON()
-	if err != nil || string(b) != `{"cntn":4,"comm":"nvme_rdma","ifindex":3,"ifname":"mlx5_0","lqpn":[129,130],"out_of_sequence":1,"port":1,"qp-type":"RC","rx_write_requests":7}` {
-		t.Errorf("MarshalJSON = %s, %v", b, err)
+	if !got[0].Owner.Known() || got[1].Owner.Known() {
+		t.Errorf("Owner.Known = %v, %v; want true, false", got[0].Owner.Known(), got[1].Owner.Known())
+	}
+	for i, w := range []string{
+		`{"cntn":4,"comm":"nvme_rdma","ifindex":3,"ifname":"mlx5_0","lqpn":[129,130],"out_of_sequence":1,"port":1,"qp-type":"RC","rx_write_requests":7}`,
+		`{"cntn":5,"ifindex":3,"ifname":"mlx5_0","lqpn":[144],"port":1,"rx_write_requests":2}`,
+	} {
+		b, err := got[i].MarshalJSON()
+		if err != nil || string(b) != w {
+			t.Errorf("MarshalJSON = %s, %v; want %s", b, err, w)
+		}
 	}
 }
 

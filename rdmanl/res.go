@@ -19,25 +19,41 @@ import (
 // name read from /proc/PID/comm when the resource was listed, as rdma res
 // show prints it) or a kernel module (Kernel set, PID 0, Comm the name the
 // kernel reports, e.g. "ib_core", "rdma_cm").
+//
+// The zero Owner means the kernel named none, which it does for a user
+// resource whose task has exited or is not visible in the caller's PID
+// namespace, and for a QP counter not bound by PID (manual mode, or auto
+// mode by QP type alone). Known tells it apart.
 type Owner struct {
 	// PID is the id, in the caller's PID namespace, of the task that
 	// created the resource: the thread, which for a multi-threaded program
 	// (any Go program) need not be the process's leader; /proc/PID/comm
-	// works for either. 0 for the kernel.
+	// works for either. 0 for the kernel and when no owner was named.
 	PID    uint32
 	Comm   string
 	Kernel bool
 }
 
+// Known reports whether the kernel named the owner (a PID or a kernel
+// module).
+func (o Owner) Known() bool { return o.Kernel || o.PID != 0 }
+
 func parseOwner(a nl.Attrs) (Owner, error) {
-	if a.Has(nl.RDMA_NLDEV_ATTR_RES_PID) {
+	switch {
+	case a.Has(nl.RDMA_NLDEV_ATTR_RES_PID):
 		pid, err := a.U32(nl.RDMA_NLDEV_ATTR_RES_PID)
 		if err != nil {
 			return Owner{}, err
 		}
 		return Owner{PID: pid, Comm: readComm(pid)}, nil
+	case a.Has(nl.RDMA_NLDEV_ATTR_RES_KERN_NAME):
+		name, err := a.Str(nl.RDMA_NLDEV_ATTR_RES_KERN_NAME)
+		if err != nil {
+			return Owner{}, err
+		}
+		return Owner{Kernel: true, Comm: name}, nil
 	}
-	return Owner{Kernel: true, Comm: a.OptStr(nl.RDMA_NLDEV_ATTR_RES_KERN_NAME)}, nil
+	return Owner{}, nil
 }
 
 // readComm is taskComm; tests replace it.
