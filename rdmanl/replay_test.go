@@ -87,6 +87,33 @@ func TestQPCountersParse(t *testing.T) {
 	}
 }
 
+// TestPortCountersEINVAL: the kernel's EINVAL to STAT_GET is ErrNotSupported
+// where the port exists (a device without hardware counters), ErrNotFound
+// where it does not.
+func TestPortCountersEINVAL(t *testing.T) {
+	e := unix.EINVAL
+	einval := nl.AppendRequest(nil, nl.NLMSG_ERROR, 0, 0, append(ne32(uint32(-int32(e))), make([]byte, 16)...))
+	port := reply(nl.RDMA_NLDEV_CMD_PORT_GET,
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, 2), nl.AppendStringAttr(nil, nl.RDMA_NLDEV_ATTR_DEV_NAME, "siw0"),
+		nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_INDEX, 1),
+		nl.AppendU8Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_STATE, 4), nl.AppendU8Attr(nil, nl.RDMA_NLDEV_ATTR_PORT_PHYS_STATE, 5))
+	for _, tc := range []struct {
+		name  string
+		data  [][]byte
+		want  error
+		other error
+	}{
+		{"port without counters", append([][]byte{einval}, port...), ErrNotSupported, ErrNotFound},
+		{"no such port", [][]byte{einval, einval}, ErrNotFound, ErrNotSupported},
+	} {
+		c := &Conn{c: nl.Replay(tc.data)}
+		_, err := c.PortCounters(context.Background(), 2, 1)
+		if !errors.Is(err, tc.want) || errors.Is(err, tc.other) || !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: PortCounters: %v; want %v (EINVAL), not %v", tc.name, err, tc.want, tc.other)
+		}
+	}
+}
+
 // TestKernelErrors maps the kernel's answers to the package's errors.
 func TestKernelErrors(t *testing.T) {
 	nack := func(errno unix.Errno) [][]byte {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	nl "github.com/goverbs/goverbs/internal/rdmanl"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -44,8 +46,8 @@ func parseCounters(a nl.Attrs) ([]Counter, error) {
 }
 
 // PortCounters reads the hardware counters of one port (RDMA_NLDEV_CMD_STAT_GET
-// with the device and port). A device without counters gives
-// EOPNOTSUPP.
+// with the device and port). A port of a device without hardware counters
+// gives ErrNotSupported, a device or port that is not there ErrNotFound.
 func (c *Conn) PortCounters(ctx context.Context, devIndex, port uint32) (PortCounters, error) {
 	var pc PortCounters
 	got := false
@@ -66,6 +68,15 @@ func (c *Conn) PortCounters(ctx context.Context, devIndex, port uint32) (PortCou
 		return nil
 	})
 	if err != nil {
+		if errnoOf(err) == unix.EINVAL {
+			// The kernel answers EINVAL both for a device or port that is
+			// not there and for a port without hardware counters
+			// (stat_get_doit_default_counter); the port tells which.
+			if _, perr := c.Port(ctx, devIndex, port); perr == nil {
+				return PortCounters{}, &Error{Op: fmt.Sprintf("get counters of index %d port %d", devIndex, port),
+					Kind: ErrNotSupported, Err: err}
+			}
+		}
 		return PortCounters{}, notFound(err, fmt.Sprintf("index %d port %d", devIndex, port))
 	}
 	if !got {
@@ -84,8 +95,8 @@ func (c *Conn) AllPortCounters(ctx context.Context) ([]PortCounters, error) {
 	var out []PortCounters
 	for _, p := range ports {
 		pc, err := c.PortCounters(ctx, p.DevIndex, p.Port)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotSupported) {
+			continue // gone meanwhile, or a port without counters
 		}
 		if err != nil {
 			return nil, err
