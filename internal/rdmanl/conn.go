@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -38,7 +39,7 @@ type Conn struct {
 	buf    []byte
 	closed atomic.Bool
 	// pending is the sequence number of a request whose answer a canceled
-	// call left unread; the next request reads it away first, so the
+	// or failed call left unread; the next request reads it away first, so the
 	// kernel neither mixes it in nor refuses a dump while one is open
 	// (EBUSY).
 	pending uint32
@@ -169,7 +170,9 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 	for {
 		n, err := c.sock.recv(ctx, c.buf, true)
 		if err != nil {
-			if ctx.Err() != nil {
+			// Unless nothing came within replyTimeout, more of the
+			// answer may: the next request reads it away first.
+			if ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 				c.pending = seq
 			}
 			return fmt.Errorf("rdmanl: %s: receive: %w", op, err)
@@ -179,6 +182,7 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 		}
 		msgs, err := ParseMessages(c.buf[:n])
 		if err != nil {
+			c.pending = seq // the rest of the answer may still come
 			return fmt.Errorf("rdmanl: %s: %w", op, err)
 		}
 		for _, m := range msgs {
@@ -207,6 +211,7 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 				}
 				return c.finish(fnErr, interrupted)
 			case NLMSG_OVERRUN:
+				c.pending = seq
 				return fmt.Errorf("rdmanl: %s: the kernel reports a receive overrun: %w", op, ErrMalformed)
 			default:
 				// Any nldev command: some kernels answer a command
@@ -231,11 +236,16 @@ func (c *Conn) Do(ctx context.Context, op string, cmd, flags uint16, attrs []byt
 }
 
 // drain reads the rest of the answer to the abandoned request c.pending:
-// up to its NLMSG_DONE or NLMSG_ERROR.
+// up to its NLMSG_DONE or NLMSG_ERROR. If none comes within replyTimeout,
+// none is coming, and the request is forgotten.
 func (c *Conn) drain(ctx context.Context) error {
 	for c.pending != 0 {
 		n, err := c.sock.recv(ctx, c.buf, true)
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.pending = 0
+				return nil
+			}
 			return err
 		}
 		msgs, err := ParseMessages(c.buf[:n])

@@ -359,6 +359,36 @@ func TestConnErrors(t *testing.T) {
 	}
 }
 
+// TestDrainAfterBadDatagram: a dump that failed on a bad datagram leaves
+// the rest of its answer to be read before the next request is sent, so
+// that the kernel, whose dump is still open, does not refuse the next one
+// (EBUSY).
+func TestDrainAfterBadDatagram(t *testing.T) {
+	msg := func(typ, flags uint16, seq uint32, payload []byte) []byte {
+		return AppendRequest(nil, typ, flags, seq, payload)
+	}
+	dev := func(seq uint32) []byte {
+		return msg(MsgType(RDMA_NLDEV_CMD_GET), NLM_F_MULTI, seq, bytes.Join([][]byte{
+			AppendU32Attr(nil, 1, 0), AppendStringAttr(nil, 2, "rxe0"), AppendAttr(nil, 14, []byte{1}),
+			AppendAttr(nil, 6, make([]byte, 8)), AppendU32Attr(nil, 3, 1)}, nil))
+	}
+	done := func(seq uint32) []byte { return msg(NLMSG_DONE, NLM_F_MULTI, seq, make([]byte, 4)) }
+	req := func(seq uint32) exchange {
+		return exchange{sent: true, data: AppendRequest(nil, MsgType(RDMA_NLDEV_CMD_GET), NLM_F_REQUEST|NLM_F_DUMP, seq, nil)}
+	}
+	c := newConn(&replaySocket{tb: t, script: []exchange{
+		req(1), {data: dev(1)[:20]}, {data: dev(1)}, {data: done(1)},
+		req(2), {data: dev(2)}, {data: done(2)},
+	}})
+	if _, err := c.Devices(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("first dump: %v, want ErrMalformed", err)
+	}
+	devs, err := c.Devices()
+	if err != nil || len(devs) != 1 {
+		t.Fatalf("second dump: %d devices, %v; want 1, nil", len(devs), err)
+	}
+}
+
 func TestDriverName(t *testing.T) {
 	for id, want := range map[uint32]string{14: "rxe", 1: "mlx5", 9: "irdma", 18: "siw", 0: "", 999: ""} {
 		if got := DriverName(id); got != want {
