@@ -1,6 +1,10 @@
 package provider
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/goverbs/goverbs/internal/transport"
+)
 
 // The data path types every provider reads and writes. Package uverbs
 // declares the same types, documented, for its users, and converts its
@@ -212,7 +216,7 @@ var (
 	// ErrBadWR: a work request the QP type or opcode does not allow.
 	ErrBadWR = errors.New("invalid work request")
 	// ErrClosed: the object (or its context) was closed.
-	ErrClosed = errors.New("uverbs: use of closed object")
+	ErrClosed = transport.ErrClosed
 )
 
 // PostError says which work request of a list failed; none of the list

@@ -12,6 +12,10 @@ import (
 // means so, whatever errno the kernel chose to say it with.
 var ErrNotSupported = errors.New("not supported by this kernel or provider")
 
+// ErrClosed is the error of a command on a Conn that was shut, and of any
+// use of a closed object (uverbs.ErrClosed).
+var ErrClosed = errors.New("uverbs: use of closed object")
+
 // Error is a failed uverbs command: the verb, the path it took and the errno.
 // errors.Is(err, unix.EINVAL) works through Unwrap.
 type Error struct {
