@@ -183,6 +183,26 @@ type Context struct {
 	chans       registry[CompChannel] // id -> channel, released when the context closes
 	relMu       sync.Mutex
 	devReleased bool
+
+	// kept holds the memory of dropped MRs whose deregistration the kernel
+	// refused, until closing the context frees them.
+	keptMu   sync.Mutex
+	kept     []*mrRef
+	keptDone bool // the file is closed: nothing more is kept
+}
+
+// keepUntilClose holds r's memory until the context's file is closed, or
+// lets go of it now if it is.
+func (c *Context) keepUntilClose(r *mrRef) {
+	c.keptMu.Lock()
+	if !c.keptDone {
+		c.kept = append(c.kept, r)
+		r = nil
+	}
+	c.keptMu.Unlock()
+	if r != nil {
+		r.letGo()
+	}
 }
 
 // Open opens the RDMA device named name (e.g. "rxe0", "mlx5_0").
@@ -370,7 +390,19 @@ func (c *Context) Close() error {
 
 func (c *Context) release() error {
 	err := c.releaseDevice(false)
-	return errors.Join(err, c.file.Close())
+	// Shut closes the file once no command is using its descriptor, so
+	// that a command racing with Close fails with ErrClosed instead of
+	// reaching whatever file reuses the number.
+	err = errors.Join(err, c.conn.Shut(c.file.Close))
+	// The kernel freed the context's MRs with the file.
+	c.keptMu.Lock()
+	kept := c.kept
+	c.kept, c.keptDone = nil, true
+	c.keptMu.Unlock()
+	for _, r := range kept {
+		r.letGo()
+	}
+	return err
 }
 
 // releaseDevice lets go of everything that keeps the kernel's device in

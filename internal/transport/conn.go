@@ -115,6 +115,13 @@ type Conn struct {
 	mode   Mode
 	kernel Kernel
 
+	// fdMu keeps fd from being closed under a command: every command and
+	// every UseFD holds it for reading while it uses fd, and Shut holds it
+	// for writing while it closes the file. After Shut, commands fail with
+	// ErrClosed instead of reaching whatever file reuses the number.
+	fdMu sync.RWMutex
+	shut bool
+
 	noIoctl     atomic.Bool          // ENOTTY seen: no ioctl framework at all
 	noMethod    [opCount]atomic.Bool // EPROTONOSUPPORT seen for the op
 	invokeWrite atomic.Int32         // 0 unknown, 1 available, 2 absent
@@ -129,8 +136,34 @@ func NewConn(fd int, driver abi.DriverID, mode Mode, kernel Kernel) *Conn {
 	return &Conn{fd: fd, driver: driver, mode: mode, kernel: kernel}
 }
 
-// FD returns the uverbs file descriptor.
+// FD returns the uverbs file descriptor. It may be closed by Shut at any
+// time; use UseFD for anything but a number to compare.
 func (c *Conn) FD() int { return c.fd }
+
+// UseFD runs fn with the uverbs file descriptor, which stays open until fn
+// returns, or fails with ErrClosed after Shut. fn must not send commands on
+// c.
+func (c *Conn) UseFD(fn func(fd int) error) error {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.shut {
+		return ErrClosed
+	}
+	return fn(c.fd)
+}
+
+// Shut waits for the commands in flight, then runs closeFile (which closes
+// the uverbs file) and makes every later command fail with ErrClosed. Only
+// the first call runs closeFile.
+func (c *Conn) Shut(closeFile func() error) error {
+	c.fdMu.Lock()
+	defer c.fdMu.Unlock()
+	if c.shut {
+		return nil
+	}
+	c.shut = true
+	return closeFile()
+}
 
 // Mode returns the forced or automatic mode.
 func (c *Conn) Mode() Mode { return c.mode }
@@ -156,11 +189,17 @@ func (c *Conn) doIoctl(verb, path string, q *Ioctl) error {
 		start = time.Now()
 	}
 	var err error
-	if sys, ok := c.kernel.(System); ok && quickIoctl(c.driver, q) {
+	c.fdMu.RLock()
+	switch sys, ok := c.kernel.(System); {
+	case c.shut:
+		c.fdMu.RUnlock()
+		return fmt.Errorf("uverbs %s (%s): %w", verb, path, ErrClosed)
+	case ok && quickIoctl(c.driver, q):
 		err = sys.ioctl(c.fd, q, c.driver, true)
-	} else {
+	default:
 		err = c.kernel.Ioctl(c.fd, q, c.driver)
 	}
+	c.fdMu.RUnlock()
 	if traceOn {
 		traceIoctl(verb, path, q, err, time.Since(start))
 	}
@@ -260,11 +299,17 @@ func (c *Conn) rawWrite(verb string, w *Write) error {
 	if traceOn {
 		start = time.Now()
 	}
-	if sys, ok := c.kernel.(System); ok && quickWrite(c.driver, w.Cmd) {
+	c.fdMu.RLock()
+	switch sys, ok := c.kernel.(System); {
+	case c.shut:
+		c.fdMu.RUnlock()
+		return fmt.Errorf("uverbs %s (write): %w", verb, ErrClosed)
+	case ok && quickWrite(c.driver, w.Cmd):
 		err = sys.write(c.fd, buf, w.Out, true)
-	} else {
+	default:
 		err = c.kernel.Write(c.fd, buf, w.Out)
 	}
+	c.fdMu.RUnlock()
 	if traceOn {
 		traceWrite(verb, w, err, time.Since(start))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -365,5 +366,74 @@ func TestIoctlReuse(t *testing.T) {
 		r.Free()
 	}); n != 0 {
 		t.Errorf("NewIoctl + Free: %v allocations, want 0", n)
+	}
+}
+
+// blockingKernel holds each command until release is closed.
+type blockingKernel struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (k blockingKernel) Ioctl(int, *Ioctl, abi.DriverID) error {
+	k.entered <- struct{}{}
+	<-k.release
+	return nil
+}
+
+func (k blockingKernel) Write(int, []byte, []byte) error {
+	k.entered <- struct{}{}
+	<-k.release
+	return nil
+}
+
+// TestShut: Shut closes the file only once no command is using its
+// descriptor, and every command and UseFD after it fails with ErrClosed
+// without reaching the kernel (whose descriptor number may be reused).
+func TestShut(t *testing.T) {
+	k := blockingKernel{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := NewConn(99, abi.DriverRXE, WriteOnly, k)
+	cmdDone := make(chan error)
+	go func() { cmdDone <- c.Write("query_port", &Write{Cmd: abi.CmdQueryPort, In: make([]byte, 8), CoreIn: 8}) }()
+	<-k.entered // the command is inside the kernel
+
+	closed := make(chan struct{})
+	shutDone := make(chan error)
+	go func() {
+		shutDone <- c.Shut(func() error { close(closed); return nil })
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Shut closed the file under a command in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(k.release)
+	if err := <-cmdDone; err != nil {
+		t.Fatalf("the command in flight: %v", err)
+	}
+	if err := <-shutDone; err != nil {
+		t.Fatalf("Shut: %v", err)
+	}
+	<-closed
+
+	if err := c.Write("query_port", &Write{Cmd: abi.CmdQueryPort, In: make([]byte, 8), CoreIn: 8}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Shut: %v, want ErrClosed", err)
+	}
+	c2 := NewConn(99, abi.DriverRXE, IoctlOnly, k)
+	c2.Shut(func() error { return nil })
+	if err := c2.Ioctl("query_port", NewIoctl(abi.ObjectDevice, abi.MethodQueryPort)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ioctl after Shut: %v, want ErrClosed", err)
+	}
+	if err := c.UseFD(func(int) error { t.Error("UseFD ran fn after Shut"); return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("UseFD after Shut: %v, want ErrClosed", err)
+	}
+	calls := 0
+	if err := c.Shut(func() error { calls++; return nil }); err != nil || calls != 0 {
+		t.Errorf("second Shut: %v, ran closeFile %d times", err, calls)
+	}
+	select {
+	case <-k.entered:
+		t.Error("a command after Shut reached the kernel")
+	default:
 	}
 }

@@ -77,7 +77,11 @@ type dynUAR struct {
 type fileOps struct{ conn *transport.Conn }
 
 func (f fileOps) mmap(offset int64, length int, prot int) ([]byte, error) {
-	b, err := unix.Mmap(f.conn.FD(), offset, length, prot, unix.MAP_SHARED)
+	var b []byte
+	err := f.conn.UseFD(func(fd int) (err error) {
+		b, err = unix.Mmap(fd, offset, length, prot, unix.MAP_SHARED)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mmap of %d bytes at offset %#x: %w", length, offset, err)
 	}

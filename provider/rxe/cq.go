@@ -33,7 +33,11 @@ func (c *cq) CreateData() (in, out []byte) {
 
 // Created implements provider.CQ.
 func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
-	q, err := mapQueue(conn.FD(), c.resp.MI, int(unsafe.Sizeof(abi.WC{})))
+	var q *queue
+	err := conn.UseFD(func(fd int) (err error) {
+		q, err = mapQueue(fd, c.resp.MI, int(unsafe.Sizeof(abi.WC{})))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -41,7 +45,10 @@ func (c *cq) Created(conn *transport.Conn, handle uint32, cqe int) error {
 	c.q = q
 	c.cons = atomic.LoadUint32(&q.hdr.ConsumerIndex) & q.mask
 	c.mu.Unlock()
-	c.life.track(&c.link, c)
+	if !c.life.track(&c.link, c) {
+		// Closing: uverbs unmaps the queues (Destroyed) and destroys it.
+		return provider.ErrClosed
+	}
 	return nil
 }
 
@@ -69,7 +76,11 @@ func (c *cq) Resize(conn *transport.Conn, send func(in, out []byte) (int, error)
 	if _, err := send(nil, unsafe.Slice((*byte)(unsafe.Pointer(&c.resize)), unsafe.Sizeof(c.resize))); err != nil {
 		return err
 	}
-	q, err := mapQueue(conn.FD(), c.resize.MI, int(unsafe.Sizeof(abi.WC{})))
+	var q *queue
+	err := conn.UseFD(func(fd int) (err error) {
+		q, err = mapQueue(fd, c.resize.MI, int(unsafe.Sizeof(abi.WC{})))
+		return err
+	})
 	if err != nil {
 		// The kernel switched queues; without the new one the CQ is lost.
 		c.q.unmap()

@@ -44,7 +44,19 @@ func (q *qp) CreateData() (in, out []byte) {
 
 // Created implements provider.QP.
 func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPInit) error {
-	sq, err := mapQueue(conn.FD(), q.resp.SQMI, sendWQESize)
+	var sq, rq *queue
+	err := conn.UseFD(func(fd int) (err error) {
+		if sq, err = mapQueue(fd, q.resp.SQMI, sendWQESize); err != nil {
+			return err
+		}
+		if !caps.HasSRQ && q.resp.RQMI.Size != 0 {
+			if rq, err = mapQueueBelow(fd, q.resp.RQMI, recvWQESize, sq); err != nil {
+				sq.unmap()
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -57,17 +69,14 @@ func (q *qp) Created(conn *transport.Conn, handle, qpn uint32, caps provider.QPI
 	q.sendQueue.maxInline = min(int(caps.MaxInlineData), room)
 	q.sendQueue.db.init(handle)
 	q.recvQueue.srq = caps.HasSRQ
-	if !caps.HasSRQ && q.resp.RQMI.Size != 0 {
-		rq, err := mapQueueBelow(conn.FD(), q.resp.RQMI, recvWQESize, sq)
-		if err != nil {
-			sq.unmap()
-			q.sendQueue.q = nil
-			return err
-		}
+	if rq != nil {
 		q.recvQueue.q = rq
 		q.recvQueue.maxSGE = min(int(caps.MaxRecvSGE), (rq.elemSize-recvWQESize)/sgeSize)
 	}
-	q.sendQueue.life.track(&q.link, q)
+	if !q.sendQueue.life.track(&q.link, q) {
+		// Closing: uverbs unmaps the queues (Destroyed) and destroys it.
+		return provider.ErrClosed
+	}
 	return nil
 }
 

@@ -57,10 +57,17 @@ type tracked struct {
 	obj        interface{ Destroyed() error } // nil while unlinked
 }
 
-// track links o, whose link is t, unless it is linked already.
-func (l *lifetime) track(t *tracked, o interface{ Destroyed() error }) {
+// track links o, whose link is t, unless it is linked already. It reports
+// false, linking nothing, once the context is closing: Close has walked
+// (or is walking) the list, so o must unmap its queues itself.
+func (l *lifetime) track(t *tracked, o interface{ Destroyed() error }) bool {
 	if l == nil {
-		return
+		return true
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return false
 	}
 	l.mappedMu.Lock()
 	if t.obj == nil {
@@ -73,6 +80,7 @@ func (l *lifetime) track(t *tracked, o interface{ Destroyed() error }) {
 		head.next = t
 	}
 	l.mappedMu.Unlock()
+	return true
 }
 
 // objects returns the linked objects, the newest first.
