@@ -66,12 +66,60 @@ type MR struct {
 	iova   uint64
 	access Access
 
-	buf    *Buffer         // the buffer registered, if any
-	pinner *runtime.Pinner // pins Go memory for the MR's life, if any
-
 	mu     sync.Mutex
 	closed bool
-	ref    *cleanupRef
+	ref    *mrRef // shared with the MR's cleanup, which must not hold the MR
+}
+
+// mrRef is an MR's cleanup reference and what its registration holds
+// besides the kernel's MR: the Buffer whose count it took or the pin on Go
+// memory. Both are let go once the MR is deregistered, by Close or by the
+// cleanup of an MR the program dropped: an unreachable runtime.Pinner that
+// still pins is a fatal error, and a Buffer still counted can never close.
+type mrRef struct {
+	cleanupRef
+	buf    *Buffer         // the buffer registered, if any
+	pinner *runtime.Pinner // pins Go memory for the MR's life, if any
+}
+
+// letGo drops what the registration held; the MR is deregistered.
+func (r *mrRef) letGo() {
+	if r.buf != nil {
+		r.buf.release()
+		r.buf = nil
+	}
+	if r.pinner != nil {
+		r.pinner.Unpin()
+		r.pinner = nil
+	}
+}
+
+// mrCleanup deregisters an MR the program dropped unclosed, then lets go
+// of its memory. If the kernel refuses (the MR is still registered, so the
+// device may still write to the memory), the memory stays held until the
+// context closes, which frees the MR.
+type mrCleanup struct {
+	ctx    *Context
+	ref    *mrRef
+	handle uint32
+}
+
+func (a mrCleanup) run() {
+	if !a.ref.finish() {
+		return
+	}
+	if !a.ctx.isClosed() {
+		if err := destroyMR(a.ctx, a.handle); err != nil && !a.ctx.isClosed() {
+			a.ctx.keepUntilClose(a.ref)
+			return
+		}
+	}
+	a.ref.letGo()
+}
+
+// addMRCleanup arms the cleanup of an MR the program may drop.
+func addMRCleanup(mr *MR) {
+	runtime.AddCleanup(mr, func(a mrCleanup) { a.run() }, mrCleanup{mr.pd.ctx, mr.ref, mr.handle})
 }
 
 // RegisterBuffer registers length bytes of b from offset off. The device
@@ -97,12 +145,11 @@ func (pd *PD) RegisterBufferIOVA(b *Buffer, off, length int, iova uint64, access
 	if !useIOVA {
 		iova = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
 	}
-	mr, err := pd.register(mem, iova, access)
+	mr, err := pd.register(mem, iova, access, &mrRef{buf: b})
 	if err != nil {
 		b.release()
 		return nil, err
 	}
-	mr.buf = b
 	return mr, nil
 }
 
@@ -120,12 +167,11 @@ func (pd *PD) RegisterPinned(mem []byte, access Access) (*MR, error) {
 	}
 	p := new(runtime.Pinner)
 	p.Pin(unsafe.SliceData(mem))
-	mr, err := pd.register(mem, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), access)
+	mr, err := pd.register(mem, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), access, &mrRef{pinner: p})
 	if err != nil {
 		p.Unpin()
 		return nil, err
 	}
-	mr.pinner = p
 	return mr, nil
 }
 
@@ -150,7 +196,9 @@ func (c *Context) sentAccess(access Access) Access {
 	return access
 }
 
-func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
+// register sends REG_MR; ref holds what the registration holds, which the
+// caller lets go of itself if register fails.
+func (pd *PD) register(mem []byte, iova uint64, access Access, ref *mrRef) (*MR, error) {
 	if err := checkMRAccess("reg_mr", access); err != nil {
 		return nil, err
 	}
@@ -172,8 +220,8 @@ func (pd *PD) register(mem []byte, iova uint64, access Access) (*MR, error) {
 	if err != nil {
 		return nil, memlockHint(err, len(mem))
 	}
-	mr := &MR{pd: pd, handle: resp.MRHandle, lkey: resp.Lkey, rkey: resp.Rkey, mem: mem, iova: iova, access: access, ref: &cleanupRef{}}
-	runtime.AddCleanup(mr, func(a destroyArgs) { a.run() }, destroyArgs{c, mr.ref, destroyMR, resp.MRHandle})
+	mr := &MR{pd: pd, handle: resp.MRHandle, lkey: resp.Lkey, rkey: resp.Rkey, mem: mem, iova: iova, access: access, ref: ref}
+	addMRCleanup(mr)
 	return mr, nil
 }
 
@@ -220,11 +268,6 @@ func (mr *MR) Close() error {
 	}
 	mr.closed = true
 	mr.ref.finish()
-	if mr.buf != nil {
-		mr.buf.release()
-	}
-	if mr.pinner != nil {
-		mr.pinner.Unpin()
-	}
+	mr.ref.letGo()
 	return nil
 }

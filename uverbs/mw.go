@@ -169,14 +169,9 @@ func (mr *MR) ReRegBuffer(b *Buffer, off, length int) error {
 		b.release()
 		return err
 	}
-	if mr.buf != nil {
-		mr.buf.release()
-	}
-	if mr.pinner != nil {
-		mr.pinner.Unpin()
-		mr.pinner = nil
-	}
-	mr.buf, mr.mem, mr.iova = b, mem, addr
+	mr.ref.letGo()
+	mr.ref.buf = b
+	mr.mem, mr.iova = mem, addr
 	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
 	return nil
 }
@@ -231,7 +226,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 	if err := c.conn.Ioctl("reg_dmabuf_mr", q); err != nil {
 		return nil, err
 	}
-	mr := &MR{pd: pd, handle: uint32(q.Data(iHandle)), lkey: lkey, rkey: rkey, iova: iova, access: access, ref: &cleanupRef{}}
-	runtime.AddCleanup(mr, func(a destroyArgs) { a.run() }, destroyArgs{c, mr.ref, destroyMR, mr.handle})
+	mr := &MR{pd: pd, handle: uint32(q.Data(iHandle)), lkey: lkey, rkey: rkey, iova: iova, access: access, ref: &mrRef{}}
+	addMRCleanup(mr)
 	return mr, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -106,13 +107,29 @@ func openRecording(t *testing.T) (*Context, *recordingKernel) {
 // with the handles libibverbs' golden run got (PD 2, CQ 5, XRCD 9), and
 // keeps every command it was sent.
 type recordingKernel struct {
+	mu      sync.Mutex // cleanups send commands from their own goroutine
 	writes  [][]byte
 	asyncFD int
 }
 
 func (k *recordingKernel) Ioctl(int, *transport.Ioctl, abi.DriverID) error { return unix.ENOTTY }
 
+// count returns how many commands cmd (CmdDeregMR, ...) were sent.
+func (k *recordingKernel) count(cmd uint32) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, w := range k.writes {
+		if binary.LittleEndian.Uint32(w)&abi.CmdCommandMask == cmd {
+			n++
+		}
+	}
+	return n
+}
+
 func (k *recordingKernel) Write(fd int, buf, resp []byte) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.writes = append(k.writes, append([]byte(nil), buf...))
 	clear(resp)
 	put := func(off int, v uint32) {
