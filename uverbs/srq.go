@@ -202,17 +202,22 @@ func (s *SRQ) Modify(attr SRQAttr, mask int) error {
 	}
 	c := s.pd.ctx
 	req := abi.ModifySRQ{SRQHandle: s.handle, AttrMask: uint32(mask), MaxWr: attr.MaxWr, SRQLimit: attr.SRQLimit}
-	drv := s.prov.ModifyData()
-	if err := c.conn.Write("modify_srq", &transport.Write{
-		Cmd: abi.CmdModifySRQ, In: concat(asBytes(&req), drv), CoreIn: int(unsafe.Sizeof(req)),
-	}); err != nil {
-		return err
+	send := func(drv []byte) error {
+		return c.conn.Write("modify_srq", &transport.Write{
+			Cmd: abi.CmdModifySRQ, In: concat(asBytes(&req), drv), CoreIn: int(unsafe.Sizeof(req)),
+		})
 	}
 	resized := mask&SRQAttrMaxWr != 0
-	if resized {
+	var err error
+	if m, ok := s.prov.(provider.SRQModifier); ok {
+		err = m.Modify(c.conn, resized, send)
+	} else if err = send(s.prov.ModifyData()); err == nil {
+		err = s.prov.Modified(c.conn, resized)
+	}
+	if err == nil && resized {
 		s.maxWr = attr.MaxWr
 	}
-	return s.prov.Modified(c.conn, resized)
+	return err
 }
 
 // Query returns the SRQ's attributes from the kernel.

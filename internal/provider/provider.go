@@ -229,6 +229,15 @@ type SRQ interface {
 	Destroyed() error
 }
 
+// SRQModifier is implemented by provider SRQs that must keep posters off
+// the queue while MODIFY_SRQ runs (rxe: a resize copies the posted receives
+// into a new ring, so one posted into the old ring meanwhile would be
+// lost). uverbs prefers it to ModifyData and Modified: send runs the
+// command with the driver request drv; resized reports a changed max_wr.
+type SRQModifier interface {
+	Modify(conn *transport.Conn, resized bool, send func(drv []byte) error) error
+}
+
 // AHContext is implemented by provider contexts that support address
 // handles.
 type AHContext interface {

@@ -41,7 +41,11 @@ func (s *srq) CreateData() (in, out []byte) {
 
 // Created implements provider.SRQ.
 func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32) error {
-	q, err := mapQueue(conn.FD(), s.resp.MI, recvWQESize)
+	var q *queue
+	err := conn.UseFD(func(fd int) (err error) {
+		q, err = mapQueue(fd, s.resp.MI, recvWQESize)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -49,7 +53,10 @@ func (s *srq) Created(conn *transport.Conn, handle uint32, maxWr, maxSGE uint32)
 	s.q = q
 	s.maxSGE = min(int(maxSGE), (q.elemSize-recvWQESize)/sgeSize)
 	s.mu.Unlock()
-	s.life.track(&s.link, s)
+	if !s.life.track(&s.link, s) {
+		// Closing: uverbs unmaps the queues (Destroyed) and destroys it.
+		return provider.ErrClosed
+	}
 	return nil
 }
 
@@ -61,21 +68,50 @@ func (s *srq) ModifyData() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s.modCmd)), unsafe.Sizeof(s.modCmd))
 }
 
-// Modified implements provider.SRQ: after a resize the old queue is gone
-// and the new one must be mapped.
+// Modify implements provider.SRQModifier. A resize holds the queue's lock
+// from before MODIFY_SRQ until the new ring is mapped, as librxe does: the
+// kernel copies the posted receives into a new ring and frees the old one,
+// so a receive posted into the old ring in between would be lost.
+func (s *srq) Modify(conn *transport.Conn, resized bool, send func(drv []byte) error) error {
+	if !resized {
+		return send(s.ModifyData())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.q == nil {
+		return provider.ErrClosed
+	}
+	if err := send(s.ModifyData()); err != nil {
+		return err
+	}
+	return s.remap(conn)
+}
+
+// Modified implements provider.SRQ for callers without SRQModifier: it
+// maps the new ring after a resize.
 func (s *srq) Modified(conn *transport.Conn, resized bool) error {
 	if !resized {
 		return nil
 	}
-	q, err := mapQueue(conn.FD(), s.modMI, recvWQESize)
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
-	s.q.unmap()
+	defer s.mu.Unlock()
+	return s.remap(conn)
+}
+
+// remap adopts the ring the kernel made on a resize; s.mu is held. Without
+// it the SRQ is lost: the old ring is unmapped either way, and posting
+// then fails with ErrClosed instead of going nowhere.
+func (s *srq) remap(conn *transport.Conn) error {
+	var q *queue
+	err := conn.UseFD(func(fd int) (err error) {
+		q, err = mapQueue(fd, s.modMI, recvWQESize)
+		return err
+	})
+	if s.q != nil {
+		s.q.unmap()
+	}
 	s.q = q
-	s.mu.Unlock()
-	return nil
+	return err
 }
 
 // Destroyed implements provider.SRQ.
