@@ -394,7 +394,9 @@ func TestShut(t *testing.T) {
 	k := blockingKernel{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	c := NewConn(99, abi.DriverRXE, WriteOnly, k)
 	cmdDone := make(chan error)
-	go func() { cmdDone <- c.Write("query_port", &Write{Cmd: abi.CmdQueryPort, In: make([]byte, 8), CoreIn: 8}) }()
+	go func() {
+		cmdDone <- c.Write("query_port", &Write{Cmd: abi.CmdQueryPort, In: make([]byte, 8), CoreIn: 8})
+	}()
 	<-k.entered // the command is inside the kernel
 
 	closed := make(chan struct{})
