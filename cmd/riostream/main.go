@@ -25,11 +25,13 @@
 // Options (riostream's): -s server address (client mode), -b bind address
 // (the server's; a client binds to it too, where rdma-core's riostream
 // ignores it), -B buffer size (rings of twice it, as
-// SO_SNDBUF/SO_RCVBUF), -i inline size of the latency tests, -I
-// iterations, -C transfers, -S size|all, -p port (7471), -T b / -T n
-// (blocking or not: Go's calls always block, so both run the same), -T v
-// (verify the data pattern), -T a (accepted, no effect), -f ip|ipv6
-// (numeric addresses only).
+// SO_SNDBUF/SO_RCVBUF; 0 the default 1<<19, under 2048 taken as 2048), -i
+// inline size of the latency tests, -I iterations, -C transfers, -S
+// size|all, -p port (7471), -T b / -T n (blocking or not: Go's calls
+// always block, so both run the same), -T v (verify the data pattern), -T
+// a (accepted, no effect), -f ip|ipv6 (numeric addresses only; gid
+// refused). -T takes riostream's long names too, in any case (async,
+// blocking, nonblocking, verify); like riostream it takes no s, r or f.
 //
 // The output is riostream's table, rstream's: name, bytes, xfers, iters,
 // total, time, Gb/sec (both directions) and usec/xfer (one way).

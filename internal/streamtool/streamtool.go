@@ -3,15 +3,20 @@
 // package rsocket, so that either side of a run may be the C tool.
 //
 // Both take rstream's options: -s server address (client mode), -b bind
-// address, -B buffer size (rings of twice it, as SO_SNDBUF/SO_RCVBUF),
-// -i inline size of the latency tests, -I iterations, -C transfers,
-// -S size|all, -p port (7471), -T b / -T n (blocking or not: Go's calls
-// always block, so both run the same), -T v (verify the data pattern),
-// -T a (accepted, no effect), -f ip|ipv6 (numeric addresses only).
-// rstream also takes -T s (kernel TCP instead), -T r (accepted, no effect)
-// and -k seconds (keepalive on the listener and each connection, printed
-// as rstream does; 0 off: rsocket.Config.KeepAlive, TCP keepalive under
-// -T s).
+// address (the client's source too, under -T s as well), -B buffer size
+// (rings of twice it, as SO_SNDBUF/SO_RCVBUF; 0 the default 1<<19, under
+// 2048 refused: rsocket's least), -i inline size of the latency
+// tests, -I iterations, -C transfers, -S size|all, -p port (7471), -T b /
+// -T n (blocking or not: Go's calls always block, so both run the same),
+// -T v (verify the data pattern), -T a (accepted, no effect), -f ip|ipv6
+// (numeric addresses only; gid refused, others warn on stderr as the C
+// tools do). A -T value is one letter or, as set_test_opt reads it, any
+// case of a word that begins with the option's name (sockets, blocking,
+// nonblocking, Verify). rstream also takes -T s (kernel TCP instead), -T
+// r (accepted, no effect) and -k seconds (keepalive on the listener and
+// each connection, printed as rstream does; 0 off:
+// rsocket.Config.KeepAlive, TCP keepalive under -T s); it refuses -T f
+// (fork server processing: Go cannot fork) with a message and exit 1.
 //
 // rstream moves each transfer as stream data (Write and Read). riostream
 // moves it with rsockets' iomap: each side maps its buffer for the peer
@@ -62,7 +67,7 @@ type options struct {
 	sizes         []int
 	stdout        io.Writer
 	txSeq, rxSeq  uint8
-	rxTotal       int64 // bytes verified (riostream's verify_buf count)
+	rxTotal       int64 // bytes verified (verify_buf's total_bytes)
 	buf           []byte
 	connectTimout time.Duration
 	keepalive     int // seconds; 0 off
@@ -95,10 +100,10 @@ var usageLines = []struct {
 	{"\t    v|verify - verify data", false},
 }
 
-// usage is the tool's usage text.
-func usage(tool Tool, name string) string {
+// usage is the tool's usage text, naming argv0 as the C tools' argv[0].
+func usage(tool Tool, argv0 string) string {
 	var b strings.Builder
-	b.WriteString("usage: " + name + "\n")
+	b.WriteString("usage: " + argv0 + "\n")
 	for _, l := range usageLines {
 		if !l.rstreamOnly || tool == RStream {
 			b.WriteString(l.text + "\n")
@@ -107,17 +112,91 @@ func usage(tool Tool, name string) string {
 	return b.String()
 }
 
+// Buffer sizes (-B): the tools' default and the least rsocket takes (its
+// rings are twice it).
+const (
+	defaultBuffer = 1 << 19
+	minBuffer     = 2048
+)
+
+// testOpts are set_test_opt's -T values: each one letter, or an argument
+// of two or more characters that begins with the name, in any case
+// (strncasecmp over the name's length).
+var testOpts = []struct {
+	letter      byte
+	name        string
+	rstreamOnly bool
+}{
+	{'s', "socket", true},
+	{'a', "async", false},
+	{'b', "block", false},
+	{'n', "nonblock", false},
+	{'r', "resolve", true},
+	{'v', "verify", false},
+	{'f', "fork", true},
+}
+
+// testOpt is the letter of the -T value arg names to tool, or 0 if none.
+func testOpt(tool Tool, arg string) byte {
+	for _, t := range testOpts {
+		if t.rstreamOnly && tool == RIOStream {
+			continue
+		}
+		if len(arg) == 1 && arg[0] == t.letter || len(arg) > 1 && hasPrefixFold(arg, t.name) {
+			return t.letter
+		}
+	}
+	return 0
+}
+
+// hasPrefixFold reports whether s begins with prefix in ASCII letters of
+// either case: strncasecmp(prefix, s, len(prefix)) == 0.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
 // Run runs the tool with args (args[0] the program name) and returns its
 // exit status.
 func Run(tool Tool, args []string, stdout, stderr io.Writer) int {
-	o := options{tool: tool, port: 7471, buffer: 1 << 19, inline: 64, iters: 1, count: 1000, size: 1000, stdout: stdout,
-		connectTimout: 10 * time.Second}
-	name, spec := "rstream", cli.Spec{Short: "s:b:f:B:i:I:C:S:p:k:T:"}
+	o, rc, ok := parse(tool, args, stdout, stderr)
+	if !ok {
+		return rc
+	}
+	if err := o.run(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", toolName(tool), err)
+		return 255
+	}
+	return 0
+}
+
+// toolName is the tool's name, for messages.
+func toolName(tool Tool) string {
 	if tool == RIOStream {
-		name, spec = "riostream", cli.Spec{Short: "s:b:f:B:i:I:C:S:p:T:"}
+		return "riostream"
+	}
+	return "rstream"
+}
+
+// parse reads the command line into options. When the tool ends there
+// (a bad command line) it returns ok false and the exit status.
+func parse(tool Tool, args []string, stdout, stderr io.Writer) (options, int, bool) {
+	o := options{tool: tool, port: 7471, buffer: defaultBuffer, inline: 64, iters: 1, count: 1000, size: 1000, stdout: stdout,
+		connectTimout: 10 * time.Second}
+	name, spec := toolName(tool), cli.Spec{Short: "s:b:f:B:i:I:C:S:p:k:T:"}
+	if tool == RIOStream {
+		spec = cli.Spec{Short: "s:b:f:B:i:I:C:S:p:T:"}
 	}
 	events, _ := cli.GetoptLong(args, spec)
-	bad := func() int { fmt.Fprint(stdout, usage(tool, name)); return 1 }
+	argv0 := name
+	if len(args) > 0 {
+		argv0 = args[0]
+	}
+	bad := func() int { fmt.Fprint(stdout, usage(tool, argv0)); return 1 }
+	// refuse ends the tool as a bad command line does, with why on stderr.
+	refuse := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "%s: "+format+"\n", append([]any{name}, a...)...)
+		return 1
+	}
 	num := func(s string) (int, bool) {
 		n, err := strconv.Atoi(s)
 		return n, err == nil && n >= 0
@@ -125,7 +204,7 @@ func Run(tool Tool, args []string, stdout, stderr io.Writer) int {
 	var ok bool
 	for _, e := range events {
 		if e.Err != nil {
-			return bad()
+			return o, bad(), false
 		}
 		switch e.Opt {
 		case 's':
@@ -133,56 +212,71 @@ func Run(tool Tool, args []string, stdout, stderr io.Writer) int {
 		case 'b':
 			o.src = e.Arg
 		case 'f':
-			if !strings.HasPrefix(e.Arg, "ip") && e.Arg != "name" {
-				fmt.Fprintln(stdout, "Warning: unknown address format")
+			// The tools' strncasecmp checks: ip* takes numeric addresses
+			// (as this always does), gid* AF_IB ones (which rsocket
+			// cannot), anything else (name too) warns and goes on.
+			switch {
+			case hasPrefixFold(e.Arg, "ip"):
+			case hasPrefixFold(e.Arg, "gid"):
+				return o, refuse("-f %s: AF_IB (gid) addresses are not supported", e.Arg), false
+			default:
+				fmt.Fprintln(stderr, "Warning: unknown address format")
 			}
 		case 'B':
-			if o.buffer, ok = num(e.Arg); !ok || o.buffer < 2048 {
-				return bad()
+			if o.buffer, ok = num(e.Arg); !ok {
+				return o, bad(), false
+			}
+			// 0 leaves rsockets' SO_SNDBUF/SO_RCVBUF at the tools' 1<<19.
+			// Below minBuffer the Go rsocket's rings cannot be made
+			// (rdma-core's raises the send ring to 4096 under -B 1024 and
+			// takes a receive ring as small as asked): refused, not raised.
+			switch {
+			case o.buffer == 0:
+				o.buffer = defaultBuffer
+			case o.buffer < minBuffer:
+				return o, refuse("-B %s: below the %d bytes the Go rsocket's rings need", e.Arg, minBuffer), false
 			}
 		case 'i':
 			if o.inline, ok = num(e.Arg); !ok {
-				return bad()
+				return o, bad(), false
 			}
 		case 'I':
 			o.custom = true
 			if o.iters, ok = num(e.Arg); !ok || o.iters == 0 {
-				return bad()
+				return o, bad(), false
 			}
 		case 'C':
 			o.custom = true
 			if o.count, ok = num(e.Arg); !ok || o.count == 0 {
-				return bad()
+				return o, bad(), false
 			}
 		case 'S':
-			if e.Arg == "all" {
+			if hasPrefixFold(e.Arg, "all") {
 				o.all = true
 				break
 			}
 			o.custom = true
 			if o.size, ok = num(e.Arg); !ok || o.size == 0 {
-				return bad()
+				return o, bad(), false
 			}
 		case 'p':
 			if o.port, ok = num(e.Arg); !ok || o.port > 65535 {
-				return bad()
+				return o, bad(), false
 			}
 		case 'k':
 			if o.keepalive, ok = num(e.Arg); !ok {
-				return bad()
+				return o, bad(), false
 			}
 		case 'T':
-			switch e.Arg {
-			case "s", "socket", "r", "resolve":
-				if tool == RIOStream {
-					return bad()
-				}
-				o.tcp = o.tcp || e.Arg[0] == 's'
-			case "v", "verify":
+			switch testOpt(tool, e.Arg) {
+			case 0:
+				return o, bad(), false
+			case 's':
+				o.tcp = true
+			case 'v':
 				o.verify = true
-			case "a", "async", "b", "block", "n", "nonblock":
-			default:
-				return bad()
+			case 'f':
+				return o, refuse("-T %s: fork mode is not supported", e.Arg), false
 			}
 		}
 	}
@@ -191,11 +285,7 @@ func Run(tool Tool, args []string, stdout, stderr io.Writer) int {
 	} else {
 		o.sizes = []int{64, 4096, 65536, 1 << 20}
 	}
-	if err := o.run(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 255
-	}
-	return 0
+	return o, 0, true
 }
 
 func (o *options) run() error {
@@ -305,18 +395,24 @@ func (o *options) session(l net.Listener, f func(net.Conn) error) error {
 func (o *options) dial() (net.Conn, error) {
 	addr := net.JoinHostPort(o.dst, strconv.Itoa(o.port))
 	o.showKeepalive()
-	if o.tcp {
-		d := net.Dialer{KeepAlive: o.keepaliveTime()}
-		return d.Dial("tcp", addr)
-	}
-	d := rsocket.Dialer{Config: o.config()}
+	// Both bind -b, as rstream's client_connect does (C's bind takes the
+	// port too; these take any).
+	var src netip.AddrPort
 	if o.src != "" {
 		a, err := netip.ParseAddr(o.src)
 		if err != nil {
 			return nil, fmt.Errorf("-b %s: %w", o.src, err)
 		}
-		d.LocalAddr = netip.AddrPortFrom(a, 0)
+		src = netip.AddrPortFrom(a, 0)
 	}
+	if o.tcp {
+		d := net.Dialer{KeepAlive: o.keepaliveTime()}
+		if src.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(src)
+		}
+		return d.Dial("tcp", addr)
+	}
+	d := rsocket.Dialer{Config: o.config(), LocalAddr: src}
 	ctx, cancel := context.WithTimeout(context.Background(), o.connectTimout)
 	defer cancel()
 	return d.Dial(ctx, addr)
@@ -385,11 +481,12 @@ func (o *options) xfer(c net.Conn, send bool, size int) error {
 	if o.verify {
 		for i := range b {
 			if b[i] != o.rxSeq {
-				fmt.Fprintf(o.stdout, "data verification failed byte %d\n", i)
+				fmt.Fprintf(o.stdout, "data verification failed byte %d\n", o.rxTotal+int64(i))
 				return errors.New("data verification failed")
 			}
 			o.rxSeq++
 		}
+		o.rxTotal += int64(len(b))
 	}
 	return nil
 }
