@@ -266,14 +266,20 @@ func (p *pingpong) addresses() error {
 }
 
 // av is the address vector to the peer: with a GRH when the peer sent a
-// GID (the examples test its interface ID), from our GID index.
+// GID (the examples test its interface ID), from our GID index, with the
+// examples' hop limit: 64 in ud_pingpong's address handle, 1 in the
+// others' RTR.
 func (p *pingpong) av(d dest, dgid uverbs.GID) uverbs.AHAttr {
 	a := uverbs.AHAttr{DLID: d.LID, SL: p.cfg.sl, PortNum: p.cfg.ibPort}
 	if [8]byte(dgid[8:]) != [8]byte{} {
 		a.IsGlobal = true
+		hops := uint8(1)
+		if p.cfg.kind == kindUD {
+			hops = 64
+		}
 		// The C examples store the index in a uint8_t: without -g, -1
 		// becomes 255, and the kernel refuses it.
-		a.GRH = uverbs.GlobalRoute{DGID: dgid, SGIDIndex: int(uint8(p.cfg.gidIdx)), HopLimit: 1}
+		a.GRH = uverbs.GlobalRoute{DGID: dgid, SGIDIndex: int(uint8(p.cfg.gidIdx)), HopLimit: hops}
 	}
 	return a
 }

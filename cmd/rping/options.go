@@ -24,8 +24,8 @@ const (
 	sqDepth = 16
 	// backlog is the server's listen backlog.
 	backlog = 3
-	// resolveTimeoutMS is the client's address and route resolution
-	// timeout.
+	// resolveTimeoutMS is the client's address resolution timeout, and
+	// then its route resolution timeout (rping's 2000 to each).
 	resolveTimeoutMS = 2000
 	// exitUsage is EINVAL, what rping returns for a bad command line.
 	exitUsage = 22

@@ -411,6 +411,30 @@ func (r *pinger) serveOne(ctx context.Context, id *rdmacm.ID) error {
 	return err
 }
 
+// resolver is what resolve resolves with: an *rdmacm.ID.
+type resolver interface {
+	ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error
+	ResolveRoute(ctx context.Context) error
+}
+
+// resolve is the client's rdma_resolve_addr and rdma_resolve_route, each
+// with its own resolveTimeoutMS as rping gives them. On failure it
+// returns the failed call's name with the error.
+func resolve(ctx context.Context, id resolver, src, dst netip.AddrPort) (string, error) {
+	timed := func(f func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, resolveTimeoutMS*time.Millisecond)
+		defer cancel()
+		return f(ctx)
+	}
+	if err := timed(func(ctx context.Context) error { return id.ResolveAddr(ctx, src, dst) }); err != nil {
+		return "rdma_resolve_addr", err
+	}
+	if err := timed(id.ResolveRoute); err != nil {
+		return "rdma_resolve_route", err
+	}
+	return "", nil
+}
+
 // runClient is rping_run_client: resolve, connect, ping, disconnect.
 func (r *pinger) runClient(ctx context.Context, ch *rdmacm.EventChannel) error {
 	cfg := r.cfg
@@ -423,16 +447,9 @@ func (r *pinger) runClient(ctx context.Context, ch *rdmacm.EventChannel) error {
 	if cfg.source.IsValid() {
 		src = netip.AddrPortFrom(cfg.source, 0)
 	}
-	rctx, cancel := context.WithTimeout(ctx, resolveTimeoutMS*time.Millisecond)
-	defer cancel()
-	if err := id.ResolveAddr(rctx, src, netip.AddrPortFrom(cfg.addr, cfg.port)); err != nil {
+	if call, err := resolve(ctx, id, src, netip.AddrPortFrom(cfg.addr, cfg.port)); err != nil {
 		id.Close()
-		r.printf(r.stderr, "rdma_resolve_addr: %v\n", err)
-		return err
-	}
-	if err := id.ResolveRoute(rctx); err != nil {
-		id.Close()
-		r.printf(r.stderr, "rdma_resolve_route: %v\n", err)
+		r.printf(r.stderr, "%s: %v\n", call, err)
 		return err
 	}
 	r.debugf("rdma_resolve_addr - rdma_resolve_route successful\n")

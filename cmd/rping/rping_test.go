@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -119,4 +121,70 @@ func FuzzParseInfo(f *testing.F) {
 			t.Fatalf("round trip % x -> % x", b[:infoSize], back)
 		}
 	})
+}
+
+// fakeResolver takes addrTime to resolve the address, then fails with
+// addrErr or routeErr, and records how long each call's context had left
+// when it started.
+type fakeResolver struct {
+	addrTime          time.Duration
+	addrErr, routeErr error
+	addrLeft          time.Duration
+	routeLeft         time.Duration // -1 if not called
+}
+
+func (f *fakeResolver) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
+	f.addrLeft = left(ctx)
+	time.Sleep(f.addrTime)
+	return f.addrErr
+}
+
+func (f *fakeResolver) ResolveRoute(ctx context.Context) error {
+	f.routeLeft = left(ctx)
+	return f.routeErr
+}
+
+func left(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return time.Until(d)
+}
+
+// TestResolve: the address and the route each get rping's 2000 ms (its
+// rdma_resolve_addr and rdma_resolve_route timeouts), however long the
+// address took; a failure names its call.
+func TestResolve(t *testing.T) {
+	errAddr, errRoute := errors.New("addr"), errors.New("route")
+	for _, tc := range []struct {
+		name              string
+		addrErr, routeErr error
+		wantCall          string
+		wantErr           error
+		wantRoute         bool
+	}{
+		{"ok", nil, nil, "", nil, true},
+		{"addr fails", errAddr, nil, "rdma_resolve_addr", errAddr, false},
+		{"route fails", nil, errRoute, "rdma_resolve_route", errRoute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeResolver{addrTime: 300 * time.Millisecond, addrErr: tc.addrErr, routeErr: tc.routeErr, routeLeft: -1}
+			call, err := resolve(context.Background(), f, netip.AddrPort{}, netip.MustParseAddrPort("10.99.0.1:7174"))
+			if call != tc.wantCall || err != tc.wantErr {
+				t.Errorf("resolve = %q, %v; want %q, %v", call, err, tc.wantCall, tc.wantErr)
+			}
+			full := resolveTimeoutMS * time.Millisecond
+			near := func(d time.Duration) bool { return d > full-100*time.Millisecond && d <= full }
+			if !near(f.addrLeft) {
+				t.Errorf("ResolveAddr's context had %v left, want %v", f.addrLeft, full)
+			}
+			switch {
+			case !tc.wantRoute && f.routeLeft != -1:
+				t.Errorf("ResolveRoute called after the address failed")
+			case tc.wantRoute && !near(f.routeLeft):
+				t.Errorf("ResolveRoute's context had %v left, want %v", f.routeLeft, full)
+			}
+		})
+	}
 }
