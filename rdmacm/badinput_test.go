@@ -106,6 +106,20 @@ var badInputs = []badInput{
 		_, err := (*Request)(nil).Accept(context.Background())
 		return err
 	}, want: unix.EINVAL, field: "already answered"},
+	{name: "CreateQP on a PD with no context", call: func(t *testing.T, _ *badEnv) error {
+		// A zero uverbs.PD, on an ID bound to a device (as after ResolveAddr).
+		ch, _ := pipeChannel(t)
+		id := &ID{ch: ch, ps: PortSpaceTCP, qpType: uverbs.QPTypeRC, notify: make(chan struct{}), dev: &device{name: "rxe0", refs: 1}}
+		cq := new(uverbs.CQ)
+		_, err := id.CreateQP(new(uverbs.PD), uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq})
+		return err
+	}, want: unix.EINVAL, field: "the PD has no context"},
+	{name: "UD Reject private data 137", call: func(t *testing.T, _ *badEnv) error {
+		// A UD reject is a SIDR REP: 136 bytes.
+		ch, _ := pipeChannel(t)
+		id := &ID{ch: ch, ps: PortSpaceUDP, qpType: uverbs.QPTypeUD, notify: make(chan struct{})}
+		return id.Reject(make([]byte, 137))
+	}, want: unix.EINVAL, field: "136"},
 
 	// Rows that need /dev/infiniband/rdma_cm.
 	{name: "CreateID bad port space", cm: true, call: func(t *testing.T, e *badEnv) error {

@@ -55,8 +55,7 @@ type EventChannel struct {
 	abi int
 
 	mu      sync.Mutex
-	ids     map[uint64]*ID        // by uid
-	mcs     map[uint64]*Multicast // by uid
+	ids     map[uint64]*ID // the IDs Close destroys, by uid
 	closed  bool
 	done    chan struct{} // closed when the reader goroutine ends
 	readErr error         // why the reader ended, if not Close
@@ -126,7 +125,6 @@ func NewEventChannel() (*EventChannel, error) {
 	ch := &EventChannel{
 		f: f, rc: rc, abi: v,
 		ids:  make(map[uint64]*ID),
-		mcs:  make(map[uint64]*Multicast),
 		done: make(chan struct{}),
 	}
 	go ch.readLoop(rc)
@@ -288,6 +286,23 @@ func (c *cmdBuf) send(ch *EventChannel, cmd uint32, req unsafe.Pointer, size, ou
 // keeps its uid when it migrates to another channel.
 var nextUID atomic.Uint64
 
+// uids finds the ID or membership an event is for, by uid, whichever
+// channel's reader has the event: after MIGRATE_ID the new channel's
+// reader delivers the ID's events at once (before Migrate has returned),
+// and the old one's may still deliver an event it read before the command.
+// Each channel's ids only lists what its Close destroys.
+var uids = struct {
+	sync.Mutex
+	ids map[uint64]*ID
+	mcs map[uint64]*Multicast
+}{ids: make(map[uint64]*ID), mcs: make(map[uint64]*Multicast)}
+
+func lookupID(uid uint64) *ID {
+	uids.Lock()
+	defer uids.Unlock()
+	return uids.ids[uid]
+}
+
 // eventHook, if set (by tests), sees every raw GET_EVENT response.
 var eventHook func([]byte)
 
@@ -341,32 +356,47 @@ func (ch *EventChannel) readLoop(rc interface {
 	}
 }
 
-// register gives id a fresh non-zero uid and lists it.
+// register lists id, whose kernel ID exists (its handle is set), on the
+// channel and for its events; a closed channel, which has already
+// destroyed the IDs it listed, refuses it.
 func (ch *EventChannel) register(id *ID) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.closed {
 		return errClosed("create id")
 	}
-	id.uid = nextUID.Add(1)
 	ch.ids[id.uid] = id
+	uids.Lock()
+	uids.ids[id.uid] = id
+	uids.Unlock()
 	return nil
 }
 
+// unregister drops id from the channel and from event delivery.
 func (ch *EventChannel) unregister(id *ID) {
 	ch.mu.Lock()
 	delete(ch.ids, id.uid)
 	ch.mu.Unlock()
+	uids.Lock()
+	if uids.ids[id.uid] == id {
+		delete(uids.ids, id.uid)
+	}
+	uids.Unlock()
 }
 
 // deliver hands a kernel event to the queue of its ID. A CONNECT_REQUEST
-// makes the new connection's ID; one that arrives for a listener already
-// gone is destroyed, which refuses the peer.
+// makes the new connection's ID (on this channel, where the kernel made
+// it); one that its listener does not queue (gone, closing, or its backlog
+// full) is destroyed, which refuses the peer.
+//
+// deliver runs on the channel's reader, so nothing it calls may close the
+// channel (EventChannel.Close waits for the reader): it never runs
+// ID.Close, whose release of the shared channel can be the last.
 func (ch *EventChannel) deliver(r rawEvent) {
 	ev := Event{Type: r.typ, Status: int(r.status), ECE: r.ece}
-	ch.mu.Lock()
 	if r.typ == EventConnectRequest {
-		l := ch.ids[r.uid]
+		ch.mu.Lock()
+		l := lookupID(r.uid)
 		if l == nil || ch.closed {
 			ch.mu.Unlock()
 			ch.destroyHandle(r.handle)
@@ -374,19 +404,18 @@ func (ch *EventChannel) deliver(r rawEvent) {
 		}
 		child := ch.newChild(l, r.handle)
 		ch.mu.Unlock()
-		if l.sharedChan {
-			child.sharedChan = retainChannel(ch)
-		}
 		ev.ID, ev.Listener = child, l
 		child.fillParams(&ev, &r)
 		child.reqResp, child.reqInit = r.conn.ResponderResources, r.conn.InitiatorDepth
-		if !l.push(ev) {
-			child.Close()
+		if !l.pushRequest(ev) {
+			child.refuse()
 		}
 		return
 	}
-	if mc := ch.mcs[r.uid]; mc != nil {
-		ch.mu.Unlock()
+	uids.Lock()
+	mc, id := uids.mcs[r.uid], uids.ids[r.uid]
+	uids.Unlock()
+	if mc != nil {
 		ev.ID, ev.Multicast = mc.id, mc
 		ud := r.ud
 		ev.UD = &ud
@@ -394,8 +423,6 @@ func (ch *EventChannel) deliver(r rawEvent) {
 		mc.id.push(ev)
 		return
 	}
-	id := ch.ids[r.uid]
-	ch.mu.Unlock()
 	if id == nil {
 		return // destroyed meanwhile
 	}

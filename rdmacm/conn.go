@@ -180,7 +180,9 @@ func WithSource(addr string) Option {
 	}
 }
 
-// WithBacklog sets Listen's backlog (default: the kernel's maximum).
+// WithBacklog sets Listen's backlog: how many requests may wait, not yet
+// taken by Request or Accept, before more are refused (default: the
+// kernel's maximum; see ID.Listen).
 func WithBacklog(n int) Option {
 	return func(o *options) error {
 		if n < 0 {
@@ -741,14 +743,14 @@ func (l *Listener) Accept(ctx context.Context, opts ...Option) (*Conn, error) {
 // PrivateData returns the requester's private data.
 func (r *Request) PrivateData() []byte { return r.Param.PrivateData }
 
-// Reject refuses the request with private data (at most 148 bytes) the
-// requester sees in its *RejectedError, and frees its ID.
+// Reject refuses the request with private data (at most 148 bytes; 136
+// UD) the requester sees in its *RejectedError, and frees its ID.
 func (r *Request) Reject(privateData []byte) error {
 	if r == nil || r.done {
 		return fmt.Errorf("rdmacm: reject: the request was already answered: %w", unix.EINVAL)
 	}
 	err := r.ID.Reject(privateData)
-	if err != nil && errors.Is(err, unix.EINVAL) && len(privateData) > MaxRejectPrivateData {
+	if err != nil && errors.Is(err, unix.EINVAL) && len(privateData) > maxPrivateData("reject", r.ID.qpType) {
 		return err // bad input: the request can still be answered
 	}
 	r.done = true

@@ -25,7 +25,7 @@ func pipeChannel(t *testing.T) (*EventChannel, *os.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close(); w.Close() })
-	return &EventChannel{f: w, rc: rc, ids: map[uint64]*ID{}, mcs: map[uint64]*Multicast{}}, r
+	return &EventChannel{f: w, rc: rc, ids: map[uint64]*ID{}}, r
 }
 
 // frame is one command read back from the pipe.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -79,8 +82,10 @@ type ID struct {
 	reqResp    uint8 // from CONNECT_REQUEST: the peer's initiator depth
 	reqInit    uint8 // and its responder resources
 	offered    ConnParam
-	mcs        []*Multicast
-	sharedChan bool // Close releases the shared channel (IDs of Dial and Listen)
+	mcs        []*Multicast // LEAVE_MCAST is sent by whoever takes one out, under mu
+	backlog    int          // Listen's bound on requests (0: not listening)
+	requests   int          // CONNECT_REQUESTs queued and not yet taken
+	sharedChan bool         // Close releases the shared channel (IDs of Dial and Listen)
 	// routeBy, set by Dial's resolution, makes the event reader answer
 	// ADDR_RESOLVED with RESOLVE_ROUTE (its kernel timeout ending at
 	// routeBy) instead of queueing it: Dial's goroutine then wakes once
@@ -125,26 +130,77 @@ func (ch *EventChannel) CreateID(ps PortSpace, qpType uverbs.QPType) (*ID, error
 	} else if qpType != uverbs.QPTypeRC && qpType != uverbs.QPTypeUD {
 		return nil, fmt.Errorf("rdmacm: create id: QPType %v: only RC and UD: %w", qpType, unix.EINVAL)
 	}
-	id := &ID{ch: ch, ps: ps, qpType: qpType, notify: make(chan struct{})}
-	if err := ch.register(id); err != nil {
-		return nil, err
+	ch.mu.Lock()
+	closed := ch.closed
+	ch.mu.Unlock()
+	if closed {
+		return nil, errClosed("create id")
 	}
+	// The ID is listed only once the kernel made it: a Close meanwhile
+	// would destroy a handle the ID does not have yet. No event comes
+	// before a command on the ID.
+	id := &ID{ch: ch, uid: nextUID.Add(1), ps: ps, qpType: qpType, notify: make(chan struct{})}
 	req := &abi.UCMCreateID{UID: id.uid, PS: uint16(ps), QPType: uint8(qpType)}
 	resp, err := writeResp[abi.UCMCreateID, abi.UCMCreateIDResp](ch, abi.UCMCmdCreateID, req, &req.Response)
-	id.handle = resp.ID
 	if err != nil {
-		ch.unregister(id)
 		return nil, cmdErr("create id", err)
+	}
+	id.handle = resp.ID
+	if err := ch.register(id); err != nil {
+		ch.destroyHandle(id.handle) // the channel closed meanwhile
+		return nil, err
 	}
 	return id, nil
 }
 
-// newChild makes the ID of an incoming connection (CONNECT_REQUEST).
+// newChild makes the ID of an incoming connection (CONNECT_REQUEST),
+// ch.mu held.
 func (ch *EventChannel) newChild(l *ID, handle uint32) *ID {
 	id := &ID{ch: ch, handle: handle, ps: l.ps, qpType: l.qpType, listener: l, notify: make(chan struct{})}
 	id.uid = nextUID.Add(1)
-	ch.ids[id.uid] = id // ch.mu held
+	ch.ids[id.uid] = id
+	uids.Lock()
+	uids.ids[id.uid] = id
+	uids.Unlock()
 	return id
+}
+
+// pushRequest queues the CONNECT_REQUEST ev on the listener l, unless l
+// is closed or holds its backlog of requests not yet taken (false: the
+// reader refuses it). The new ID of a Dial/Listen listener takes its
+// reference on the shared channel here, under l's lock: l, open, holds
+// one, so the channel is open and the new ID's reference is never the
+// last while the reader holds it.
+func (l *ID) pushRequest(ev Event) bool {
+	l.mu.Lock()
+	if l.closed || (l.backlog > 0 && l.requests >= l.backlog) {
+		l.mu.Unlock()
+		return false
+	}
+	if l.sharedChan {
+		ev.ID.sharedChan = retainChannel(ev.ID.ch)
+	}
+	l.requests++
+	l.queue = append(l.queue, ev)
+	l.mu.Unlock()
+	l.wakeUp()
+	return true
+}
+
+// refuse destroys the ID of a CONNECT_REQUEST its listener did not queue,
+// which refuses the requester (as the kernel does when its own backlog is
+// full). The reader does it directly, not by Close: the ID has nothing
+// yet (QP, device, memberships, reference on the shared channel), and
+// the channel's Close may have destroyed it already.
+func (id *ID) refuse() {
+	id.mu.Lock()
+	done := id.closed
+	id.closed = true
+	id.mu.Unlock()
+	if !done {
+		id.ch.destroyHandle(id.handle)
+	}
+	id.ch.unregister(id)
 }
 
 // PortSpace returns the ID's port space.
@@ -369,10 +425,19 @@ func (id *ID) chainRoute(ev *Event) bool {
 	return false
 }
 
-// Listen makes a bound ID listen for connections; backlog ≤ 0 takes the
-// kernel's maximum (/proc/sys/net/rdma_ucm/max_backlog). Each request
-// arrives as a CONNECT_REQUEST event on the listener (Event), whose ID is
-// the new connection's.
+// Listen makes a bound ID listen for connections. Each request arrives as
+// a CONNECT_REQUEST event on the listener (Event), whose ID is the new
+// connection's.
+//
+// backlog bounds the requests queued on the listener and not yet taken
+// (by Event, WaitFor or Listener.Request), as the kernel's backlog bounds
+// those not yet read from the channel (the channel's reader reads each at
+// once, so the kernel's never fills). A request past it is refused as the
+// kernel refuses one past its own: its ID is destroyed, and the requester
+// sees a reject (reason 28, consumer defined; a SIDR reject for UD).
+// backlog ≤ 0, or above the kernel's maximum, is that maximum, as the
+// kernel's ucma takes it: /proc/sys/net/rdma_ucm/max_backlog, 1024 where
+// that cannot be read.
 func (id *ID) Listen(backlog int) error {
 	const op = "listen"
 	if err := id.use(op); err != nil {
@@ -384,21 +449,49 @@ func (id *ID) Listen(backlog int) error {
 	if backlog > 1<<30 {
 		return fmt.Errorf("rdmacm: %s: backlog %d is out of range: %w", op, backlog, unix.EINVAL)
 	}
+	bound := backlog
+	if max := maxBacklog(); bound == 0 || bound > max {
+		bound = max
+	}
+	// Set before LISTEN: a request may arrive as soon as it is written.
+	id.mu.Lock()
+	id.backlog = bound
+	id.mu.Unlock()
 	if err := write(id.ch, abi.UCMCmdListen, &abi.UCMListen{ID: id.handle, Backlog: uint32(backlog)}, 0); err != nil {
 		return cmdErr(op, err)
 	}
 	return nil
 }
 
+// maxBacklogPath is the kernel's bound on LISTEN backlogs (rdma_ucm's
+// sysctl net.rdma_ucm.max_backlog).
+const maxBacklogPath = "/proc/sys/net/rdma_ucm/max_backlog"
+
+// maxBacklog returns the kernel's bound on LISTEN backlogs, or its
+// default, 1024, where the sysctl cannot be read (another network
+// namespace, or rdma_ucm not loaded).
+func maxBacklog() int {
+	b, err := os.ReadFile(maxBacklogPath)
+	if err != nil {
+		return 1024
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || v <= 0 {
+		return 1024
+	}
+	return v
+}
+
 // The most private data, in bytes, the kernel accepts in each message over
 // IP addressing (the IB CM's limits less the 36-byte header the kernel
-// prepends to requests).
+// prepends to requests). A UD ID rejects with a SIDR REP.
 const (
 	MaxConnectPrivateDataRC = abi.IBCMREQPrivateDataBytes - abi.CMAHdrBytes   // 56
 	MaxConnectPrivateDataUD = abi.IBCMSIDRREQPrivateDataLen - abi.CMAHdrBytes // 180
 	MaxAcceptPrivateDataRC  = abi.IBCMREPPrivateDataBytes                     // 196
 	MaxAcceptPrivateDataUD  = abi.IBCMSIDRREPPrivateDataLen                   // 136
 	MaxRejectPrivateData    = abi.IBCMREJPrivateDataBytes                     // 148
+	MaxRejectPrivateDataUD  = abi.IBCMSIDRREPPrivateDataLen                   // 136
 )
 
 // maxPrivateData is the limit of op ("connect", "accept", "reject").
@@ -413,6 +506,8 @@ func maxPrivateData(op string, qpType uverbs.QPType) int {
 		return MaxAcceptPrivateDataUD
 	case op == "accept":
 		return MaxAcceptPrivateDataRC
+	case ud:
+		return MaxRejectPrivateDataUD
 	}
 	return MaxRejectPrivateData
 }
@@ -617,14 +712,16 @@ func (id *ID) Accept(p *ConnParam) error {
 }
 
 // Reject refuses the connection request that created this ID, with private
-// data (at most 148 bytes) the peer sees in its *RejectedError.
+// data (at most 148 bytes; 136 on a UD ID, whose reject is a SIDR REP) the
+// peer sees in its *RejectedError.
 func (id *ID) Reject(privateData []byte) error {
 	const op = "reject"
 	if err := id.use(op); err != nil {
 		return err
 	}
 	if max := maxPrivateData(op, id.qpType); len(privateData) > max {
-		return fmt.Errorf("rdmacm: %s: PrivateData is %d bytes, the most a reject carries is %d: %w", op, len(privateData), max, unix.EINVAL)
+		return fmt.Errorf("rdmacm: %s: PrivateData is %d bytes, the most a %v reject carries is %d: %w", op, len(privateData),
+			id.qpType, max, unix.EINVAL)
 	}
 	req := &abi.UCMReject{ID: id.handle, Reason: abi.CMRejConsumerDefined}
 	req.PrivateDataLen = uint8(copy(req.PrivateData[:], privateData))
@@ -790,6 +887,9 @@ func (id *ID) unshift(ev Event) {
 	id.mu.Lock()
 	if !id.closed {
 		id.queue = append([]Event{ev}, id.queue...)
+		if ev.Type == EventConnectRequest {
+			id.requests++
+		}
 	}
 	id.mu.Unlock()
 	id.wakeUp()
@@ -864,6 +964,9 @@ func (id *ID) next(ctx context.Context, op string, match func(Event) bool) (Even
 				// event taken was the largest allocation of setting up a
 				// connection.
 				id.queue = slices.Delete(id.queue, i, i+1)
+				if ev.Type == EventConnectRequest {
+					id.requests--
+				}
 				id.mu.Unlock()
 				return ev, nil
 			}
@@ -912,12 +1015,16 @@ func (id *ID) Migrate(to *EventChannel) error {
 	if to == from {
 		return nil
 	}
+	// Events find the ID by uid whichever reader has them (uids), so
+	// moving it is a matter of which channel's Close destroys it: both
+	// while the command runs (Close is idempotent), to once it succeeds.
 	to.mu.Lock()
-	closed := to.closed
-	to.mu.Unlock()
-	if closed {
+	if to.closed {
+		to.mu.Unlock()
 		return errClosed(op)
 	}
+	to.ids[id.uid] = id
+	to.mu.Unlock()
 	resp := onHeap[abi.UCMMigrateResp]()
 	var werr error
 	err := from.rc.Control(func(fd uintptr) {
@@ -925,27 +1032,23 @@ func (id *ID) Migrate(to *EventChannel) error {
 		werr = write(to, abi.UCMCmdMigrateID, req, unsafe.Sizeof(*resp))
 	})
 	keepAlive(resp)
-	if err != nil {
-		return errClosed(op)
-	}
-	if werr != nil {
+	if err != nil || werr != nil {
+		to.disown(id)
+		if err != nil {
+			return errClosed(op)
+		}
 		return cmdErr(op, werr)
 	}
 	id.mu.Lock()
-	mcs := id.mcs
 	id.ch = to
 	id.mu.Unlock()
-	from.mu.Lock()
-	delete(from.ids, id.uid)
-	for _, mc := range mcs {
-		delete(from.mcs, mc.uid)
-	}
-	from.mu.Unlock()
-	to.mu.Lock()
-	to.ids[id.uid] = id
-	for _, mc := range mcs {
-		to.mcs[mc.uid] = mc
-	}
-	to.mu.Unlock()
+	from.disown(id)
 	return nil
+}
+
+// disown drops id from the IDs the channel's Close destroys (Migrate).
+func (ch *EventChannel) disown(id *ID) {
+	ch.mu.Lock()
+	delete(ch.ids, id.uid)
+	ch.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,6 @@ type Multicast struct {
 	sendOnly bool
 	ud       UDParam
 	attached bool
-	left     bool
 }
 
 // JoinMulticast joins the multicast group (an IPv4 group on RoCE v2) on a
@@ -55,18 +55,18 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 	if sendOnly {
 		req.JoinFlags = abi.MCJoinSendOnlyFullMember
 	}
-	id.ch.mu.Lock()
 	mc.uid = nextUID.Add(1)
-	id.ch.mcs[mc.uid] = mc
-	id.ch.mu.Unlock()
+	uids.Lock()
+	uids.mcs[mc.uid] = mc
+	uids.Unlock()
 	req.UID = mc.uid
 	err = write(id.ch, abi.UCMCmdJoinMcast, req, unsafe.Sizeof(*resp))
 	mc.handle = resp.ID
 	keepAlive(resp)
 	if err != nil {
-		id.ch.mu.Lock()
-		delete(id.ch.mcs, mc.uid)
-		id.ch.mu.Unlock()
+		uids.Lock()
+		delete(uids.mcs, mc.uid)
+		uids.Unlock()
 		return nil, addrErr(op, group, err)
 	}
 	id.mu.Lock()
@@ -106,29 +106,30 @@ func (mc *Multicast) UD() UDParam { return mc.ud }
 func (mc *Multicast) MGID() uverbs.GID { return mc.ud.AH.GRH.DGID }
 
 // Leave detaches the ID's QP from the group and leaves it. Closing the ID
-// leaves every group. Leave is idempotent.
+// leaves every group. Leave is idempotent: once left (by Leave or by the
+// ID's Close, which may still be leaving), it returns nil.
 func (mc *Multicast) Leave() error {
 	if mc == nil {
 		return nil
 	}
 	id := mc.id
+	// Whoever takes the membership out of id.mcs, under id.mu, leaves it:
+	// this, or Close, once.
 	id.mu.Lock()
-	for i, m := range id.mcs {
-		if m == mc {
-			id.mcs = append(id.mcs[:i:i], id.mcs[i+1:]...)
-			break
-		}
+	i := slices.Index(id.mcs, mc)
+	if i < 0 {
+		id.mu.Unlock()
+		return nil
 	}
+	id.mcs = append(id.mcs[:i:i], id.mcs[i+1:]...)
 	qp := id.qp
 	id.mu.Unlock()
 	return mc.leave(qp)
 }
 
+// leave detaches qp and sends LEAVE_MCAST; its caller took mc out of the
+// ID's memberships.
 func (mc *Multicast) leave(qp *uverbs.QP) error {
-	if mc.left {
-		return nil
-	}
-	mc.left = true
 	var errs []error
 	if mc.attached && qp != nil {
 		if err := qp.DetachMulticast(mc.ud.AH.GRH.DGID, mc.ud.AH.DLID); err != nil && !errors.Is(err, uverbs.ErrDeviceRemoved) {
@@ -142,8 +143,8 @@ func (mc *Multicast) leave(qp *uverbs.QP) error {
 	if err != nil && !errors.Is(err, uverbs.ErrClosed) {
 		errs = append(errs, cmdErr("leave multicast", err))
 	}
-	mc.id.ch.mu.Lock()
-	delete(mc.id.ch.mcs, mc.uid)
-	mc.id.ch.mu.Unlock()
+	uids.Lock()
+	delete(uids.mcs, mc.uid)
+	uids.Unlock()
 	return errors.Join(errs...)
 }

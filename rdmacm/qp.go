@@ -100,6 +100,9 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if pd == nil {
 		return nil, fmt.Errorf("rdmacm: %s: nil PD: %w", op, unix.EINVAL)
 	}
+	if pd.Context() == nil {
+		return nil, fmt.Errorf("rdmacm: %s: the PD has no context (allocate it with AllocPD on ID.Context): %w", op, unix.EINVAL)
+	}
 	if attr.Type == 0 {
 		attr.Type = id.qpType
 	}
@@ -113,7 +116,7 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if err != nil {
 		return nil, fmt.Errorf("rdmacm: %s: %w", op, err)
 	}
-	if pd.Context() == nil || pd.Context().Name() != d.name {
+	if pd.Context().Name() != d.name {
 		return nil, fmt.Errorf("rdmacm: %s: the PD is on %s, the ID on %s: %w", op, pd.Context().Name(), d.name, unix.EINVAL)
 	}
 	id.mu.Lock()
