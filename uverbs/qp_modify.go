@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/abi"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/transport"
 )
 
@@ -245,6 +246,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return err
 	}
 	if mask&QPAttrState != 0 {
+		if f, ok := qp.prov.(provider.QPStateFollower); ok {
+			f.StateChanged(uint8(attr.State))
+		}
 		qp.stateA.Store(uint32(attr.State))
 	}
 	return nil

@@ -185,6 +185,17 @@ type QP interface {
 	Destroyed() error
 }
 
+// QPStateFollower is implemented by provider QPs whose own state follows
+// the QP's: mlx5 starts its queues over when the QP is moved to RESET and
+// withholds a raw packet QP's receive doorbell until RTR, as libmlx5's
+// mlx5_modify_qp does. uverbs calls StateChanged after every MODIFY_QP
+// that set the state and succeeded, with the new state (enum
+// ibv_qp_state: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERR),
+// before the data path sees that state.
+type QPStateFollower interface {
+	StateChanged(state uint8)
+}
+
 // SRQContext is implemented by provider contexts that support shared
 // receive queues.
 type SRQContext interface {

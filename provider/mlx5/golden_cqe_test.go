@@ -246,6 +246,7 @@ func goldenReplayQP(t *testing.T, c *Context, gq goldenQPRec, scq, rcq *CQ, ahs 
 		t.Fatalf("qp %s: %v", gq.Name, err)
 	}
 	t.Cleanup(func() { q.Destroyed() })
+	goldenBringUp(q)
 	for i, gp := range gq.Posts {
 		name := fmt.Sprintf("qp %s post %d (%s)", gq.Name, i, gp.Kind)
 		switch gp.Kind {

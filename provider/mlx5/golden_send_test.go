@@ -217,6 +217,7 @@ func goldenQP(t *testing.T, c *Context, k *fakeKernel, gq goldenQPRec, ahs map[s
 	if err := q.Created(nil, 1, uint32(gq.QPN), init); err != nil {
 		t.Fatal(err)
 	}
+	goldenBringUp(q)
 	got := goldenQPShape{
 		UIdx: q.uidx, SQ: goldenRing{WQECnt: int(q.sq.wqeCnt), Stride: wqeBB}, BufSize: len(q.buf.mem),
 		BF:     goldenBF{Offset: q.bf.regOff, Size: q.bf.bufSize, PageID: q.bf.pageID},
@@ -339,6 +340,14 @@ func goldenQP(t *testing.T, c *Context, k *fakeKernel, gq goldenQPRec, ahs map[s
 		if t.Failed() {
 			t.Fatalf("stopping at %s: later posts build on this one", name)
 		}
+	}
+}
+
+// goldenBringUp tells the QP of the moves golden.c's modify makes before
+// it posts: INIT, RTR, RTS.
+func goldenBringUp(q *QP) {
+	for _, state := range []uint8{1, qpStateRTR, 3} {
+		q.StateChanged(state)
 	}
 }
 

@@ -99,6 +99,17 @@ func (cq *CQ) detach(qpn uint32) {
 	}
 }
 
+// cleanQP removes QP qpn's completions from the ring, as libmlx5's
+// mlx5_modify_qp does when it moves a QP to RESET (mlx5_cq_clean); the QP
+// stays attached.
+func (cq *CQ) cleanQP(qpn uint32) {
+	cq.mu.LockExcl()
+	defer cq.mu.UnlockExcl()
+	if l := cq.qps[qpn]; l != nil {
+		cq.clean(l)
+	}
+}
+
 // attachSRQ makes the CQ deliver receive completions that name no QP it
 // knows but carry n in the CQE's srqn_uidx field: an XRC SRQ (whose
 // completions name the XRC target QP). Under CQE version 1 n is the SRQ's

@@ -209,8 +209,14 @@ func (sq *sendQueue) check(wr *provider.SendWR) error {
 	if len(wr.SGL) > sq.maxGS {
 		return fmt.Errorf("%w: %d SGEs, the queue takes %d", provider.ErrTooManySGE, len(wr.SGL), sq.maxGS)
 	}
-	if (wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd) && !sq.atomics {
+	atomicOp := wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd
+	if atomicOp && !sq.atomics {
 		return fmt.Errorf("%w: the device does not do atomics", provider.ErrBadWR)
+	}
+	if (atomicOp || wr.Opcode == provider.WRRDMARead) && wr.Flags&provider.SendInline != 0 {
+		// Their SGEs are where the response lands: there is nothing to
+		// send inline (libmlx5 would copy the buffer into the WQE).
+		return fmt.Errorf("%w: Flags has SendInline on %v, whose SGEs receive data", provider.ErrBadWR, wr.Opcode)
 	}
 	first, off := 0, uint32(0)
 	switch sq.typ {
@@ -566,13 +572,20 @@ func (sq *sendQueue) encode(wr *provider.SendWR, nreq uint32) (unsafe.Pointer, i
 		if wr.Flags&provider.SendIPCsum != 0 {
 			*(*uint8)(unsafe.Add(seg, ethCsFlagsOff)) = ethL3Csum | ethL4Csum
 		}
-		step := (ethInlineHdrOff + sq.ethInline) &^ 0xf
-		seg = unsafe.Add(seg, step)
-		size += (ethInlineHdrOff + sq.ethInline) >> 4
+		// As libmlx5: offsetof(inline_hdr) and the inline header
+		// bytes, in whole 16-byte units: one with no header inline,
+		// two with 18.
+		seg = unsafe.Add(seg, (ethInlineHdrRest+sq.ethInline)&^0xf)
+		size += (ethInlineHdrRest + sq.ethInline) >> 4
 	}
 
 	inline := false
 	if wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0 {
+		// The segments before may end at the ring's end (a LOCAL_INV's
+		// two blocks): the inline segment then starts the ring.
+		if seg == sq.end {
+			seg = sq.start
+		}
 		size += sq.setInline(seg, wr.SGL, sgFirst, sgOff)
 		inline = true
 	} else {
@@ -871,7 +884,9 @@ func (rq *recvQueue) post(wrs []provider.RecvWR) error {
 		ind = (ind + 1) & (rq.wqeCnt - 1)
 	}
 	rq.head += uint32(len(wrs))
-	storeDBRec(rq.dbrec, rq.head&0xffff)
+	if !rq.dbHeld {
+		storeDBRec(rq.dbrec, rq.head&0xffff)
+	}
 	return nil
 }
 

@@ -3,8 +3,11 @@ package mlx5
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -114,7 +117,10 @@ func decodeWQE(t *testing.T, ring []byte, bb int, typ provider.QPType, op provid
 		w.CsFlags = p[4]
 		n := int(be.Uint16(p[12:]))
 		w.EthHdr = p[14 : 14+n]
-		p = p[(14+n)&^15:]
+		// The segment is its 16 bytes and the headers past the 2 it
+		// holds: libmlx5's offsetof(inline_hdr), 16, plus n, in whole
+		// units.
+		p = p[(16+n)&^15:]
 	}
 	if inline {
 		if len(p) > 0 {
@@ -188,7 +194,7 @@ func expectWQE(wr provider.SendWR, typ provider.QPType, index uint16, ah *AH, da
 		if wr.Flags&provider.SendIPCsum != 0 {
 			w.CsFlags = 0xc0
 		}
-		ds += (14 + ethInline) >> 4
+		ds += (16 + ethInline) >> 4 // offsetof(inline_hdr) and the headers
 	}
 	if wr.Flags&provider.SendInline != 0 && len(wr.SGL) > 0 {
 		w.Inline = data[skip:]
@@ -246,6 +252,7 @@ var qpTypes = []struct {
 
 // TestEncodeEveryOpcode posts every opcode with every flag combination on
 // every QP type: valid ones must decode to what the PRM says, the others
+// (an opcode the type does not post, SendInline on a READ or an atomic)
 // must be refused with ErrBadWR and write nothing.
 func TestEncodeEveryOpcode(t *testing.T) {
 	c, k := newTestContext(t, testResp())
@@ -276,7 +283,9 @@ func TestEncodeEveryOpcode(t *testing.T) {
 				bb := int(q.sq.curPost & (q.sq.wqeCnt - 1))
 				q.sq.fmCache = 0 // each case on its own: no fence owed by an earlier LOCAL_INV
 				err := q.PostSend([]provider.SendWR{wr})
-				if !opcodeAllowed(qt.typ, op) {
+				// A READ's or an atomic's SGEs receive: nothing to send inline.
+				inlineRecv := fl&provider.SendInline != 0 && (op == provider.WRRDMARead || op == provider.WRAtomicCmpAndSwp || op == provider.WRAtomicFetchAndAdd)
+				if !opcodeAllowed(qt.typ, op) || inlineRecv {
 					if !errors.Is(err, provider.ErrBadWR) || !bytes.Equal(before, ring) {
 						t.Errorf("%s: err %v (want ErrBadWR), ring changed %v", name, err, !bytes.Equal(before, ring))
 					}
@@ -297,6 +306,95 @@ func TestEncodeEveryOpcode(t *testing.T) {
 				k.clearUARs()
 			}
 		}
+	}
+}
+
+// TestEncodeRawPacketEthSeg checks raw packet WQEs byte for byte against
+// the layout libmlx5's _mlx5_post_send writes, with the Ethernet headers
+// the device wants inline (eth_min_inline 18) and with none
+// (MLX5_USER_INLINE_MODE_NONE, ConnectX-5 and later on Ethernet): the
+// Ethernet segment takes (offsetof(inline_hdr) + header bytes) / 16
+// units, so with no header inline it is still its 16 bytes, one unit.
+func TestEncodeRawPacketEthSeg(t *testing.T) {
+	be := binary.BigEndian
+	// The segments as the PRM lays them out, written out independently
+	// of the encoder's arithmetic.
+	ethSeg := func(csum bool, hdr []byte) []byte {
+		b := make([]byte, 16+max(len(hdr)-2, 0))
+		if csum {
+			b[4] = 0xc0 // L3 and L4 checksum
+		}
+		be.PutUint16(b[12:], uint16(len(hdr)))
+		copy(b[14:], hdr) // inline_hdr_start, then inline_hdr
+		return b
+	}
+	dataSeg := func(n, lkey uint32, addr uint64) []byte {
+		b := make([]byte, 16)
+		be.PutUint32(b, n)
+		be.PutUint32(b[4:], lkey)
+		be.PutUint64(b[8:], addr)
+		return b
+	}
+	inlineSeg := func(data []byte) []byte {
+		b := make([]byte, alignUp(4+len(data), 16))
+		be.PutUint32(b, uint32(len(data))|abi.MLX5InlineSeg)
+		copy(b[4:], data)
+		return b
+	}
+	none, l2 := uint8(abi.MLX5UserInlineModeNone), testResp().EthMinInline // 0 and 18 header bytes
+	for _, tc := range []struct {
+		name  string
+		mode  uint8 // GET_CONTEXT's eth_min_inline
+		sizes []int
+		flags provider.SendFlags
+		// segs are the segments after the control segment.
+		segs func(sgl []provider.SGE, data []byte) [][]byte
+	}{
+		{"none/one SGE", none, []int{64}, provider.SendIPCsum, func(sgl []provider.SGE, _ []byte) [][]byte {
+			return [][]byte{ethSeg(true, nil), dataSeg(64, sgl[0].Lkey, sgl[0].Addr)}
+		}},
+		{"none/two SGEs", none, []int{10, 30}, 0, func(sgl []provider.SGE, _ []byte) [][]byte {
+			return [][]byte{ethSeg(false, nil), dataSeg(10, sgl[0].Lkey, sgl[0].Addr), dataSeg(30, sgl[1].Lkey, sgl[1].Addr)}
+		}},
+		{"none/inline", none, []int{40}, provider.SendInline | provider.SendIPCsum, func(_ []provider.SGE, data []byte) [][]byte {
+			return [][]byte{ethSeg(true, nil), inlineSeg(data)}
+		}},
+		{"18 bytes/one SGE", l2, []int{64}, provider.SendIPCsum, func(sgl []provider.SGE, data []byte) [][]byte {
+			return [][]byte{ethSeg(true, data[:18]), dataSeg(46, sgl[0].Lkey, sgl[0].Addr+18)}
+		}},
+		{"18 bytes/headers over two SGEs", l2, []int{10, 30}, 0, func(sgl []provider.SGE, data []byte) [][]byte {
+			return [][]byte{ethSeg(false, data[:18]), dataSeg(22, sgl[1].Lkey, sgl[1].Addr+8)}
+		}},
+		{"18 bytes/inline", l2, []int{40}, provider.SendInline, func(_ []provider.SGE, data []byte) [][]byte {
+			return [][]byte{ethSeg(false, data[:18]), inlineSeg(data[18:])}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := testResp()
+			r.EthMinInline = tc.mode
+			c, _ := newTestContext(t, r)
+			q := newTestQP(t, c, provider.QPInit{Type: abi.QPTypeRawPacket, MaxSendWr: 8, MaxSendSGE: 2, MaxInlineData: 64})
+			sgl, data := payload(t, 0x500, tc.sizes...)
+			wr := provider.SendWR{ID: 1, Opcode: provider.WRSend, Flags: tc.flags | provider.SendSignaled, SGL: sgl}
+			if err := q.PostSend([]provider.SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+			segs := bytes.Join(tc.segs(sgl, data), nil)
+			ds := 1 + len(segs)/16
+			want := make([]byte, 16, ds*16)
+			be.PutUint32(want, abi.MLX5OpcodeSend) // WQE counter 0
+			be.PutUint32(want[4:], sendTestQPN<<8|uint32(ds))
+			want[11] = abi.MLX5WQECtrlCQUpdate
+			want = append(want, segs...)
+			if diff := cmp.Diff(hex.Dump(want), hex.Dump(q.sqRing()[:len(want)])); diff != "" {
+				t.Fatalf("WQE (-libmlx5 +encoded):\n%s", diff) // not one to decode
+			}
+			// The tests' PRM decoder reads it back as the work request.
+			got := decodeWQE(t, q.sqRing(), 0, abi.QPTypeRawPacket, wr.Opcode, tc.flags&provider.SendInline != 0, c.ethMinInline)
+			if diff := cmp.Diff(expectWQE(wr, abi.QPTypeRawPacket, 0, nil, data, c.ethMinInline), got); diff != "" {
+				t.Errorf("decoded (-PRM +encoded):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -434,6 +532,92 @@ func TestEncodeWraparound(t *testing.T) {
 		if posted < int(q.sq.wqeCnt) || straddles == 0 {
 			t.Errorf("%s: %d posts, %d across the ring's end", qt.name, posted, straddles)
 		}
+	}
+}
+
+// postGuarded posts on a ring that ends at a guard page: a write past
+// the ring faults, which it reports as a failure of the test rather than
+// a crash of the test binary.
+func postGuarded(t *testing.T, q *QP, wrs []provider.SendWR) error {
+	t.Helper()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			q.sq.mu.Unlock() // post faulted holding it
+			t.Fatalf("the post wrote outside the ring: %v", r)
+		}
+	}()
+	return q.PostSend(wrs)
+}
+
+// TestPostInlineAtRingEnd posts inline work requests whose segments
+// before the inline data end at the ring's end, on rings that end at a
+// guard page. A READ or an atomic with SendInline is refused (their SGEs
+// receive; an XRC atomic in the last block would have had its inline data
+// written past the ring), naming the flag, and writes nothing; a
+// LOCAL_INV of two blocks from the second to last continues its inline
+// data at the ring's start.
+func TestPostInlineAtRingEnd(t *testing.T) {
+	c, _ := newTestContext(t, testResp())
+	sgl, data := payload(t, 0x500, 8)
+	for _, tc := range []struct {
+		name    string
+		typ     provider.QPType
+		fromEnd uint32 // the WQE starts this many blocks before the ring's end
+		wr      provider.SendWR
+		wantErr bool
+	}{
+		{"XRC_SEND FETCH_ADD in the last block", abi.QPTypeXRCIni, 1,
+			provider.SendWR{Opcode: provider.WRAtomicFetchAndAdd, XRCRemoteSRQN: 7, RemoteAddr: 0x1000, Rkey: 5, CompareAdd: 1}, true},
+		{"XRC_SEND CMP_SWP in the last block", abi.QPTypeXRCIni, 1,
+			provider.SendWR{Opcode: provider.WRAtomicCmpAndSwp, XRCRemoteSRQN: 7, RemoteAddr: 0x1000, Rkey: 5}, true},
+		{"RC FETCH_ADD", abi.QPTypeRC, 4, provider.SendWR{Opcode: provider.WRAtomicFetchAndAdd, RemoteAddr: 0x1000, Rkey: 5}, true},
+		{"RC RDMA_READ in the last block", abi.QPTypeRC, 1, provider.SendWR{Opcode: provider.WRRDMARead, RemoteAddr: 0x1000, Rkey: 5}, true},
+		{"RC LOCAL_INV from the second to last block", abi.QPTypeRC, 2, provider.SendWR{Opcode: provider.WRLocalInv, InvalidateRkey: 0x1234}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newTestQP(t, c, provider.QPInit{Type: tc.typ, MaxSendWr: 16, MaxSendSGE: 1})
+			ring := q.sqRing()
+			if len(ring)%4096 != 0 || q.rq.start != nil {
+				t.Fatalf("a ring of %d bytes (RQ %v) does not end at the guard page", len(ring), q.rq.start != nil)
+			}
+			// One-block RDMA WRITEs, each completed, up to the block.
+			write := provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sgl, XRCRemoteSRQN: 7}
+			for q.sq.curPost&(q.sq.wqeCnt-1) != q.sq.wqeCnt-tc.fromEnd {
+				bb := uint16(q.sq.curPost)
+				if err := q.PostSend([]provider.SendWR{write}); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, _, ok := q.sq.completeSend(bb, nil); !ok {
+					t.Fatalf("completeSend(%d) found no WQE", bb)
+				}
+			}
+			wr := tc.wr
+			wr.ID, wr.Flags, wr.SGL = 9, provider.SendInline|provider.SendSignaled, sgl
+			bb, idx := int(q.sq.curPost&(q.sq.wqeCnt-1)), uint16(q.sq.curPost)
+			before, state := bytes.Clone(ring), q.sqState()
+			err := postGuarded(t, q, []provider.SendWR{wr})
+			if tc.wantErr {
+				var pe *provider.PostError
+				if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, provider.ErrBadWR) || !strings.Contains(err.Error(), "SendInline") {
+					t.Fatalf("err %v, want a PostError for WR 0 wrapping ErrBadWR that names SendInline", err)
+				}
+				if !bytes.Equal(before, ring) || q.sqState() != state {
+					t.Error("a refused post wrote to the queue")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := decodeWQE(t, ring, bb, tc.typ, wr.Opcode, true, 0)
+			if diff := cmp.Diff(expectWQE(wr, tc.typ, idx, nil, data, 0), got); diff != "" {
+				t.Errorf("(-PRM +encoded):\n%s", diff)
+			}
+			if bc := binary.BigEndian.Uint32(ring); bc != 8|abi.MLX5InlineSeg {
+				t.Errorf("the ring's start holds byte count %#x, want the inline segment's %#x", bc, 8|abi.MLX5InlineSeg)
+			}
+		})
 	}
 }
 

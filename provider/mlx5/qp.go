@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/abi"
@@ -103,6 +104,11 @@ type recvQueue struct {
 	life     *lifetime
 	typ      provider.QPType
 	dumpFill uint32
+	// dbHeld: post leaves the doorbell record alone. A raw packet QP's
+	// RQ takes packets from INIT on, where the IB spec has a QP receive
+	// nothing before RTR: as libmlx5, its record is written only from
+	// RTR on (see StateChanged).
+	dbHeld bool
 }
 
 // qpSizes is what libmlx5's mlx5_calc_wq_size computes for a QP.
@@ -347,6 +353,7 @@ func (c *Context) NewQP(init provider.QPInit) (provider.QP, error) {
 	rq.life = &c.life
 	rq.typ = init.Type
 	rq.dumpFill = sq.dumpFill
+	rq.dbHeld = init.Type == abi.QPTypeRawPacket // created in RESET
 	ok = true
 	c.life.addSQ(sq)
 	return q, nil
@@ -441,6 +448,58 @@ func (q *QP) Destroyed() error {
 	q.rq.mu.Unlock()
 	q.sq.mu.UnlockExcl()
 	return err
+}
+
+var _ provider.QPStateFollower = (*QP)(nil)
+
+// QP states StateChanged tells apart (enum ibv_qp_state).
+const (
+	qpStateReset = 0
+	qpStateRTR   = 2
+)
+
+// StateChanged implements provider.QPStateFollower as libmlx5's
+// mlx5_modify_qp does after the command succeeded. Moved to RESET, the
+// QP loses its completions still in its CQs (an SRQ gets their WQEs
+// back) and both queues start over as a new QP's: indices, the send
+// queue's records of its WQEs and the fence it owed, and both doorbell
+// records are zero. A raw packet QP's receive doorbell record is
+// withheld before RTR and written at RTR with what was posted since.
+func (q *QP) StateChanged(state uint8) {
+	if state == qpStateReset {
+		// Cleaned before the queues' locks are taken: a poller holds its
+		// CQ's lock while it completes into the RQ, under rq.mu. In
+		// RESET the QP gets no completion after the clean.
+		if q.recvCQ != nil {
+			q.recvCQ.cleanQP(q.qpn)
+		}
+		if q.sendCQ != nil && q.sendCQ != q.recvCQ {
+			q.sendCQ.cleanQP(q.qpn)
+		}
+		q.sq.mu.LockExcl()
+		defer q.sq.mu.UnlockExcl()
+	}
+	q.rq.mu.Lock()
+	defer q.rq.mu.Unlock()
+	if q.db.words == nil {
+		return // destroyed: the records are no longer the QP's
+	}
+	if state == qpStateReset {
+		sq := &q.sq
+		sq.curPost, sq.head, sq.tailBB, sq.fmCache = 0, 0, 0, 0
+		storeRelease(&sq.posted, 0)
+		atomic.StoreUint32(&sq.tail, 0)
+		clear(sq.slots)
+		q.rq.head, q.rq.tail = 0, 0
+		storeDBRec(sq.dbrec, 0)
+		storeDBRec(q.rq.dbrec, 0)
+	}
+	if q.typ == abi.QPTypeRawPacket {
+		q.rq.dbHeld = state < qpStateRTR
+		if state == qpStateRTR {
+			storeDBRec(q.rq.dbrec, q.rq.head&0xffff)
+		}
+	}
 }
 
 func (q *QP) release() error {

@@ -30,7 +30,7 @@ type SRQ struct {
 	max        uint32 // entries in the buffer
 	maxGS      int
 	head, tail uint32 // free list: head is posted next, tail is the last free entry
-	counter    uint32 // WQEs posted, the doorbell record's value
+	counter    uint32 // WQEs posted; its low 16 bits are the doorbell record's value
 	wrid       []uint64
 	posted     []bool // the WQE at an index is the HCA's
 	userMaxWr  uint32
@@ -244,7 +244,8 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) error {
 		}
 	}
 	s.counter += uint32(len(wrs))
-	storeDBRec(&s.db.words[0], s.counter)
+	// libmlx5's counter is 16 bits: the record holds the low 16 bits.
+	storeDBRec(&s.db.words[0], s.counter&0xffff)
 	return nil
 }
 

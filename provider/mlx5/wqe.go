@@ -52,6 +52,13 @@ const (
 	atomicSize = 8 // the bytes an atomic's SGE receives
 )
 
+// ethInlineHdrRest is offsetof(struct mlx5_wqe_eth_seg, inline_hdr), 16:
+// where the inline headers past inline_hdr_start's 2 bytes go. A raw
+// packet WQE's Ethernet segment takes (ethInlineHdrRest + the inline
+// header bytes) / 16 units: the PRM's 16 bytes even when no header is
+// inline (eth_min_inline 0), 32 with 18 header bytes.
+const ethInlineHdrRest = int(unsafe.Sizeof(abi.MLX5WQEEthSeg{}))
+
 // Overheads libmlx5's sq_overhead computes for the default operations of
 // each QP type: the largest fixed part of any WQE the QP may post.
 const (
