@@ -169,7 +169,7 @@ mlx5-golden:
 RACE_TESTS := TestLoad|TestRandomIntegrity
 # rsocket's tests with a reader and a writer on one connection at once, and
 # mappings made and closed against Conn.Close
-RSOCKET_RACE_TESTS := TestCopyVM|TestCoalesceVM|TestManyConnsVM|TestDeadlineVM|TestIOMapVM|TestIOMapCloseRaceVM
+RSOCKET_RACE_TESTS := TestCopyVM|TestCoalesceVM|TestManyConnsVM|TestDeadlineVM|TestIOMapVM|TestIOMapCloseRaceVM|TestWriteCloseRaceVM|TestCloseWriteExchangeVM
 # rdmacm's 200 Dial/Accept pairs at once, with its leak check
 RDMACM_RACE_TESTS := TestConcurrentDialVM
 vmrace:

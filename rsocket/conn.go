@@ -192,11 +192,14 @@ type Conn struct {
 	// the peer's credits and ring allow once they can.
 	pendLen    int
 	inWrite    bool // a Write is in write
+	wStaged    int  // what the Write under way staged, as far as still staged: the last of pendLen
+	wDropped   int  // what of that a Close dropped: the Write does not count it as written
 	flushArmed bool // flushTimer is set or its flush runs
 	flushTimer *time.Timer
 	sseqNo     uint16
 	sseqComp   uint16
-	tgt        sge // current target SGE (rest of it)
+	credits    uint16 // the peer's credits (its connection data)
+	tgt        sge    // current target SGE (rest of it)
 	tgtIdx     int
 	remoteSGL  sge
 	remoteSge  uint32
@@ -210,10 +213,12 @@ type Conn struct {
 	ioLast     int
 	rseqComp   uint32
 	wrShut     bool  // CloseWrite done
+	shutPend   bool  // CloseWrite's SHUTDOWN is not posted yet: it goes after the staged bytes
 	peerGone   bool  // DISCONNECT or CM disconnect from the peer
 	err        error // fatal error
+	closing    bool  // Close began: nothing more is written
 	closed     bool
-	discPosted bool
+	discPosted bool // the DISCONNECT is posted: nothing more is sent
 
 	// Completions are polled by the goroutine that needs them, as
 	// librdmacm's callers do: a Read or Write that cannot go on polls the
@@ -373,6 +378,7 @@ func (c *Conn) start(peer connData) {
 			Length: uint32(scaleValue(peer.IOMapSize))}
 	}
 	c.sseqComp = peer.Credits
+	c.credits = peer.Credits
 	c.tgt = peer.DataBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancelCM = cancel
@@ -405,7 +411,7 @@ func (c *Conn) keepAlive() {
 		return
 	}
 	c.mu.Lock()
-	if c.closed || c.err != nil || c.peerGone {
+	if c.closing || c.sendErr() != nil {
 		c.mu.Unlock()
 		return
 	}
@@ -545,7 +551,8 @@ func (c *Conn) await(mine chan struct{}, dl int64, since *time.Time, poll time.D
 	c.mu.Lock()
 	// What wakes a waiter by kickLocked (a failure, Close, the peer gone)
 	// is checked under mu here, so that it is seen before or kicks after.
-	if c.closed || c.err != nil || c.peerGone {
+	// A Write (wrdy) ends once Close or CloseWrite begins.
+	if c.closed || c.err != nil || c.peerGone || (c.closing || c.wrShut) && mine == c.wrdy {
 		c.mu.Unlock()
 		return
 	}
@@ -696,7 +703,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 				rd = true
 			case rxCredits:
 				limit := uint16(wc.Imm)
-				if err := checkCredits(limit, c.sseqComp, c.sseqNo); err != nil {
+				if err := checkCredits(limit, c.sseqComp, c.sseqNo, c.credits); err != nil {
 					c.protocolError(err)
 					rd, wr = true, true
 					continue
@@ -735,7 +742,7 @@ func (c *Conn) process(wcs []uverbs.WC) {
 			c.err = fmt.Errorf("rsocket: reposting receives: %w", err)
 		}
 	}
-	if wr && c.pendLen > 0 {
+	if wr && (c.pendLen > 0 || c.shutPend) {
 		c.flushPending()
 	}
 	c.sendCredits()
@@ -782,7 +789,7 @@ func (c *Conn) protocolError(err error) {
 // sendCredits sends an SGL update when half the ring is free to offer or
 // half the credits are used (rsocket's rs_give_credits). Holds mu.
 func (c *Conn) sendCredits() {
-	if c.closed || c.err != nil || c.peerGone || c.ctrlAvail == 0 {
+	if c.sendErr() != nil || c.ctrlAvail == 0 {
 		return
 	}
 	half := c.rx.free >= c.rx.size/2 && c.rx.n < sglEntries
@@ -944,6 +951,8 @@ func (c *Conn) write(p []byte, direct bool, offset uint64) (int, error) {
 			}
 		}
 		if err != nil || done == len(p) {
+			done -= c.wDropped // staged bytes a Close dropped (err is net.ErrClosed)
+			c.wDropped = 0
 			c.leaveWrite()
 			c.mu.Unlock()
 			if err != nil {
@@ -962,24 +971,38 @@ func (c *Conn) write(p []byte, direct bool, offset uint64) (int, error) {
 // nobody may poll get a background flush. Holds mu.
 func (c *Conn) leaveWrite() {
 	c.inWrite = false
-	if c.pendLen > 0 && !c.flushArmed && c.writeErr() == nil {
+	c.wStaged = 0
+	c.armFlush()
+}
+
+// armFlush starts the background flush (flushLater) when something waits
+// to be posted (flushDue) and it is not armed already. Holds mu.
+func (c *Conn) armFlush() {
+	if c.flushDue() && !c.flushArmed {
 		c.flushArmed = true
 		c.flushTimer.Reset(flushDelay)
 	}
 }
 
-// flushLater polls for the completions that let staged bytes go, when
-// no Write runs (a Write takes over: it flushes, and arms this again when
-// it leaves bytes staged). It polls spinTime, then sleeps on the
-// completion channel.
+// flushDue reports whether staged bytes, or CloseWrite's SHUTDOWN
+// behind them, wait to be posted by whoever polls, and may be: Close,
+// once it begins, posts them itself. Holds mu.
+func (c *Conn) flushDue() bool {
+	return (c.pendLen > 0 || c.shutPend) && !c.closing && c.sendErr() == nil
+}
+
+// flushLater polls for the completions that let staged bytes, and then a
+// pending SHUTDOWN (CloseWrite), go, when no Write runs (a Write takes
+// over: it flushes, and arms this again when it leaves bytes staged). It
+// polls spinTime, then sleeps on the completion channel.
 func (c *Conn) flushLater() {
 	var since time.Time
 	for {
 		c.mu.Lock()
-		if c.pendLen > 0 && !c.inWrite && c.writeErr() == nil {
+		if c.flushDue() && !c.inWrite {
 			c.flushPending()
 		}
-		if c.pendLen == 0 || c.inWrite || c.writeErr() != nil {
+		if !c.flushDue() || c.inWrite {
 			c.flushArmed = false
 			c.mu.Unlock()
 			return
@@ -1026,6 +1049,7 @@ func (c *Conn) stage(rest []byte) int {
 	n := min(len(rest), c.sbufAvail)
 	c.take(rest[:n])
 	c.pendLen += n
+	c.wStaged += n
 	return n
 }
 
@@ -1042,9 +1066,11 @@ func (c *Conn) take(b []byte) int {
 
 // flushPending posts staged bytes as DATA messages of up to 64 KiB (and
 // to the end of sbuf, and of the peer's current target) while the send
-// queue and the peer's credits and ring have room. Holds mu.
+// queue and the peer's credits and ring have room; once none is left, it
+// posts CloseWrite's SHUTDOWN if that waits for them and a control slot
+// is free (as TCP sends its FIN after the queued data). Holds mu.
 func (c *Conn) flushPending() error {
-	for c.pendLen > 0 && c.writeErr() == nil {
+	for c.pendLen > 0 && c.sendErr() == nil {
 		c.refreshTarget()
 		if c.sqeAvail == 0 || c.sseqNo == c.sseqComp || c.tgt.Length == 0 {
 			return nil
@@ -1057,8 +1083,18 @@ func (c *Conn) flushPending() error {
 			return err
 		}
 		c.pendLen -= n
+		c.wStaged = min(c.wStaged, c.pendLen)
 	}
+	c.postShutdown() // returns at once when nothing is left to post (the pending shutdown may have failed)
 	return nil
+}
+
+// postShutdown posts CloseWrite's SHUTDOWN when it waits, nothing is
+// staged and a control slot is free. Holds mu.
+func (c *Conn) postShutdown() {
+	if c.shutPend && c.pendLen == 0 && c.sendErr() == nil && c.postCtrl(ctrlShutdwn, wrCtrl) {
+		c.shutPend = false
+	}
 }
 
 // chunk sizes the next message of a write with rest bytes left: olen,
@@ -1079,15 +1115,30 @@ func (c *Conn) chunk(rest int, olen *int, limit uint64) (n int, inline bool) {
 	return n, inline
 }
 
-// writeErr is why nothing can be written now, if anything. Holds mu.
+// writeErr is why nothing can be written now, if anything: Close began,
+// CloseWrite, or sendErr. Holds mu.
 func (c *Conn) writeErr() error {
 	switch {
-	case c.closed:
+	case c.closing:
 		return net.ErrClosed
 	case c.err != nil:
 		return c.err
 	case c.wrShut:
 		return unix.EPIPE
+	}
+	return c.sendErr()
+}
+
+// sendErr is why nothing more may be posted at all, if anything: the
+// DISCONNECT is posted (or Close is done), the connection failed, or the
+// peer is gone. What was written before Close or CloseWrite, and their
+// SHUTDOWN, DISCONNECT and credit updates, go while it is nil. Holds mu.
+func (c *Conn) sendErr() error {
+	switch {
+	case c.closed || c.discPosted:
+		return net.ErrClosed
+	case c.err != nil:
+		return c.err
 	case c.peerGone:
 		return unix.ECONNRESET
 	}
@@ -1208,32 +1259,41 @@ func (c *Conn) postCtrl(val uint32, id uint64) bool {
 
 // CloseWrite shuts down the sending side (rshutdown SHUT_WR): the peer
 // reads EOF after the bytes already written; this side can still read.
+// It returns at once, as TCP's shutdown does: the SHUTDOWN message goes
+// right after the last byte Write staged (at once when none is), sent by
+// whoever polls next (a Read, Close) or by the background flush, as
+// TCP's FIN waits behind its send queue. Writes fail with an error
+// matching unix.EPIPE from then on, and so does a Write under way on
+// another goroutine at its next step (what it wrote so far still goes
+// before the SHUTDOWN). A Close that follows sends what is still staged,
+// the SHUTDOWN if it has not gone, and its DISCONNECT. CloseWrite after
+// Close returns net.ErrClosed; a second CloseWrite does nothing.
 func (c *Conn) CloseWrite() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	var since time.Time
-	for {
-		c.mu.Lock()
-		switch {
-		case c.closed:
-			c.mu.Unlock()
-			return c.opErr("close", net.ErrClosed)
-		case c.wrShut:
-			c.mu.Unlock()
-			return nil
-		case c.err != nil || c.peerGone:
-			c.wrShut = true
-			c.mu.Unlock()
-			return nil
-		}
-		// What Write staged goes first.
-		if c.flushPending(); c.pendLen == 0 && c.postCtrl(ctrlShutdwn, wrCtrl) {
-			c.wrShut = true
-			c.mu.Unlock()
-			return nil
-		}
-		c.mu.Unlock()
-		c.await(c.wrdy, 0, &since, c.cfg.PollTime)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closing:
+		return c.opErr("close", net.ErrClosed)
+	case c.wrShut:
+		return nil
+	}
+	c.wrShut = true
+	if c.sendErr() != nil {
+		return nil // nothing more goes anyway
+	}
+	c.shutPend = true
+	c.flushPending() // what Write staged goes first
+	c.armFlush()
+	c.wakeWriter()
+	return nil
+}
+
+// wakeWriter wakes a Write under way, if any, to look at the connection's
+// state again (Close and CloseWrite end it). Holds mu.
+func (c *Conn) wakeWriter() {
+	if c.inWrite {
+		c.kickLocked() // it may sleep on the completion channel
+		notify(c.wrdy) // or on wrdy
 	}
 }
 
@@ -1241,22 +1301,44 @@ func (c *Conn) CloseWrite() error {
 // complete before tearing the connection down anyway.
 const closeWait = 5 * time.Second
 
-// Close sends what Write staged and then a DISCONNECT, waits for it to
-// complete (at most 5 seconds in all: a peer that reads nothing more
-// loses the staged bytes), and frees the connection. A Close while a
-// Write is under way (from another goroutine, to end it) drops the
-// staged bytes instead of waiting for the peer to take them. Blocked
-// Reads and Writes return net.ErrClosed. Close is idempotent. Where the
-// peer shut the connection down first (Read returned io.EOF after its
-// DISCONNECT), Close sends none and waits instead, at most 5 seconds, for
-// the peer to disconnect, so that what the peer still sends in its
-// shutdown is acknowledged.
+// Close sends what Write staged (and CloseWrite's SHUTDOWN, if it has
+// not gone yet) and then a DISCONNECT, waits for it to complete (at most
+// 5 seconds in all: a peer that reads nothing more loses the staged
+// bytes), and frees the connection. Once Close begins nothing more is
+// written, and nothing at all is sent after the DISCONNECT. A Write
+// under way on another goroutine returns net.ErrClosed at once: the
+// bytes it staged and had not sent are dropped, not counted in its n,
+// so that a Close that ends a Write blocked while the peer reads nothing
+// need not wait for the peer; those of Writes that returned before
+// Close began still go before the DISCONNECT. Blocked Reads and Writes
+// return net.ErrClosed. Close is idempotent. Where the peer shut the
+// connection down first (Read returned io.EOF after its DISCONNECT),
+// Close sends none and waits instead, at most 5 seconds, for the peer to
+// disconnect, so that what the peer still sends in its shutdown is
+// acknowledged.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
 }
 
 func (c *Conn) close() error {
+	c.mu.Lock()
+	c.closing = true // Write, WriteIO, MapIO and CloseWrite fail from here on
+	if c.inWrite {
+		// A Write under way fails with net.ErrClosed: what it staged and
+		// not yet sent is not sent (a Close that ends a Write blocked
+		// while the peer reads nothing does not wait for the peer), and
+		// that Write does not count it as written. It is the last of the
+		// staged bytes.
+		drop := min(c.wStaged, c.pendLen)
+		c.pendLen -= drop
+		c.sbufHead = (c.sbufHead - drop + c.cfg.SendBuffer) % c.cfg.SendBuffer
+		c.sbufAvail += drop
+		c.wStaged -= drop
+		c.wDropped += drop
+		c.wakeWriter()
+	}
+	c.mu.Unlock()
 	if c.cancelCM != nil { // connected
 		c.sendDisconnect()
 	}
@@ -1325,13 +1407,9 @@ func (c *Conn) sendDisconnect() {
 			c.mu.Unlock()
 			return
 		}
-		// What Write staged goes first, unless a Write is under way:
-		// a Close that ends a Write (blocked while the peer reads
-		// nothing) does not wait for the peer; the Write fails.
-		if c.inWrite {
-			c.pendLen = 0
-		}
-		if c.flushPending(); c.pendLen == 0 && c.postCtrl(ctrlDisconn, wrDisc) {
+		// What Writes staged before Close began goes first, then
+		// CloseWrite's SHUTDOWN if it waits (flushPending posts both).
+		if c.flushPending(); c.pendLen == 0 && !c.shutPend && c.postCtrl(ctrlDisconn, wrDisc) {
 			c.discPosted = true
 			c.mu.Unlock()
 			break

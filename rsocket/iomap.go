@@ -38,7 +38,7 @@ type IOMap struct {
 	slot   int // the peer's slot it takes
 	off    uint64
 	size   int
-	mu     sync.Mutex
+	mu     sync.RWMutex // Load and Bytes read-lock it: release unmaps the memory under the write lock
 	mem    *uverbs.Buffer
 	mr     *uverbs.MR
 	buf    []byte
@@ -134,10 +134,12 @@ func (c *Conn) registerIOMap(size int) (*uverbs.Buffer, *uverbs.MR, error) {
 	return mem, mr, nil
 }
 
-// Bytes returns the mapped memory; nil after Close.
+// Bytes returns the mapped memory; nil after Close. The memory is
+// unmapped by Close (IOMap's or Conn's): the slice must not be used once
+// either may have run (Load may).
 func (m *IOMap) Bytes() []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	if m.freed {
 		return nil
 	}
@@ -159,16 +161,18 @@ func (m *IOMap) Load(i int) byte {
 	if i < 0 || i >= m.size {
 		panic(fmt.Sprintf("rsocket: IOMap.Load(%d) of a %d-byte mapping", i, m.size))
 	}
-	m.mu.Lock()
-	buf := m.buf
-	freed := m.freed
-	m.mu.Unlock()
-	if freed {
+	// The load is made under the read lock: release unmaps the memory
+	// under the write lock, so that a Close racing with Load makes it
+	// return 0, never read unmapped memory.
+	m.mu.RLock()
+	if m.freed || m.buf == nil {
+		m.mu.RUnlock()
 		return 0
 	}
 	// The aligned word that holds byte i: the memory is page-aligned and
 	// whole pages long, so the word is inside it.
-	w := atomic.LoadUint32((*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), i&^3)))
+	w := atomic.LoadUint32((*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.buf)), i&^3)))
+	m.mu.RUnlock()
 	var x [4]byte
 	*(*uint32)(unsafe.Pointer(&x)) = w
 	return x[i&3]
@@ -201,7 +205,12 @@ func (m *IOMap) release() error {
 	}
 	m.freed = true
 	if m.mr != nil {
-		m.closeE = errors.Join(m.mr.Close(), m.mem.Close())
+		m.closeE = m.mr.Close()
+	}
+	if m.mem != nil {
+		// Unmapped under the write lock: Load reads it under the read
+		// lock.
+		m.closeE = errors.Join(m.closeE, m.mem.Close())
 	}
 	return m.closeE
 }

@@ -136,12 +136,14 @@ func TestDeadlineVM(t *testing.T) {
 	}
 	// Write blocks once the peer's ring is full (nobody reads on the server).
 	done := make(chan error, 2)
+	wrote := make(chan int, 1)
 	go func() {
 		_, err := client.Read(buf[:])
 		done <- err
 	}()
 	go func() {
-		_, err := client.Write(make([]byte, 4<<20))
+		n, err := client.Write(make([]byte, 4<<20))
+		wrote <- n
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
@@ -158,10 +160,168 @@ func TestDeadlineVM(t *testing.T) {
 			t.Fatal("Close did not unblock Read and Write")
 		}
 	}
-	// The server sees the disconnect: EOF after the bytes that arrived.
+	// The server sees the disconnect: EOF after the bytes that arrived,
+	// which are those the Write counted (what it staged was dropped).
 	server.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.Copy(io.Discard, server); err != nil {
+	n, err := io.Copy(io.Discard, server)
+	if err != nil {
 		t.Errorf("server's read after the client's Close = %v, want EOF", err)
+	}
+	if w := <-wrote; n != int64(w) {
+		t.Errorf("the Write ended by Close counted %d bytes; the server read %d", w, n)
+	}
+}
+
+// TestCloseWriteExchangeVM: both peers Write 200 KiB (more than the
+// peer's ring takes: the rest waits staged), CloseWrite, then read to
+// EOF, as works on TCP: CloseWrite returns at once, and its SHUTDOWN
+// follows the staged bytes once the peer reads. Default Config. Then a
+// Close right after a CloseWrite that left bytes staged: the peer reads
+// them all, then EOF (SHUTDOWN, then DISCONNECT), with no protocol error.
+func TestCloseWriteExchangeVM(t *testing.T) {
+	requireVM(t)
+	client, server := pair(t, ListenConfig{}, fromB)
+	const size = 200 << 10
+	data := func(seed int64) []byte {
+		b := make([]byte, size)
+		rand.New(rand.NewSource(seed)).Read(b)
+		return b
+	}
+	type result struct {
+		got []byte
+		err error
+	}
+	run := func(c *Conn, out []byte, res chan<- result) {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(out); err != nil {
+			res <- result{nil, fmt.Errorf("Write: %w", err)}
+			return
+		}
+		t0 := time.Now()
+		if err := c.CloseWrite(); err != nil {
+			res <- result{nil, fmt.Errorf("CloseWrite: %w", err)}
+			return
+		}
+		if d := time.Since(t0); d > time.Second {
+			t.Errorf("CloseWrite took %v with bytes staged; want it to return at once", d)
+		}
+		if _, err := c.Write([]byte("x")); !errors.Is(err, unix.EPIPE) {
+			t.Errorf("Write after CloseWrite = %v, want EPIPE", err)
+		}
+		got, err := io.ReadAll(c)
+		res <- result{got, err}
+	}
+	cData, sData := data(1), data(2)
+	cRes, sRes := make(chan result, 1), make(chan result, 1)
+	go run(client, cData, cRes)
+	go run(server, sData, sRes)
+	for _, r := range []struct {
+		name string
+		res  chan result
+		want []byte
+	}{{"client", cRes, sData}, {"server", sRes, cData}} {
+		res := <-r.res
+		if res.err != nil {
+			t.Fatalf("%s: %v", r.name, res.err)
+		}
+		if !bytes.Equal(res.got, r.want) {
+			t.Fatalf("%s read %d bytes (first difference at %d), want the peer's %d", r.name, len(res.got),
+				firstDiff(res.got, r.want), len(r.want))
+		}
+	}
+
+	// Close right after CloseWrite, with bytes staged: nobody reads on
+	// the server until both returned.
+	c2, s2 := pair(t, ListenConfig{}, fromB)
+	c2.SetDeadline(time.Now().Add(30 * time.Second))
+	if n, err := c2.Write(cData); err != nil || n != size {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	if err := c2.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	cErr := make(chan error, 1)
+	go func() { cErr <- c2.Close() }()
+	s2.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(s2)
+	if err != nil {
+		t.Fatalf("reading after the peer's CloseWrite and Close: %v", err)
+	}
+	if err := <-cErr; err != nil {
+		t.Fatalf("Close after CloseWrite: %v", err)
+	}
+	if !bytes.Equal(got, cData) {
+		t.Fatalf("read %d bytes (first difference at %d) after the peer's CloseWrite and Close; want %d",
+			len(got), firstDiff(got, cData), size)
+	}
+	if s2.protoErrSeen.Load() {
+		t.Error("the peer of CloseWrite and Close saw a protocol error")
+	}
+}
+
+// TestWriteCloseRaceVM: Close while another goroutine Writes, the server
+// reading all along. The Write returns net.ErrClosed; the server reads
+// exactly the bytes the Writes counted, then EOF, and no message after
+// the DISCONNECT (a DATA message after it is a protocol error there).
+func TestWriteCloseRaceVM(t *testing.T) {
+	requireVM(t)
+	for _, chunk := range []int{100, 4096, 100 << 10, 3 << 20} {
+		t.Run(strconv.Itoa(chunk), func(t *testing.T) {
+			client, server := pair(t, ListenConfig{}, fromB)
+			type result struct {
+				n   int64
+				err error
+			}
+			sRes := make(chan result, 1)
+			go func() {
+				server.SetReadDeadline(time.Now().Add(30 * time.Second))
+				n, err := io.Copy(io.Discard, server)
+				sRes <- result{n, err}
+			}()
+			wRes := make(chan result, 1)
+			go func() {
+				p := make([]byte, chunk)
+				var total int64
+				for {
+					n, err := client.Write(p)
+					total += int64(n)
+					if err != nil {
+						wRes <- result{total, err}
+						return
+					}
+				}
+			}()
+			time.Sleep(100 * time.Millisecond)
+			if err := client.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			w := <-wRes
+			if !errors.Is(w.err, net.ErrClosed) {
+				t.Errorf("Write racing with Close = %v, want net.ErrClosed", w.err)
+			}
+			s := <-sRes
+			if s.err != nil {
+				t.Fatalf("server's read = %v after %d bytes, want EOF", s.err, s.n)
+			}
+			// Anything the client sent after its DISCONNECT arrives
+			// meanwhile; the server processes it when it polls.
+			time.Sleep(200 * time.Millisecond)
+			for {
+				if n, err := server.pollOnce(); err != nil || n == 0 {
+					break
+				}
+			}
+			if server.protoErrSeen.Load() {
+				server.mu.Lock()
+				err := server.err
+				server.mu.Unlock()
+				t.Errorf("the server saw a protocol error: %v (a message after the DISCONNECT)", err)
+			}
+			if s.n != w.n {
+				t.Errorf("the Writes counted %d bytes, the server read %d", w.n, s.n)
+			}
+			t.Logf("%d bytes in Writes of %d", w.n, chunk)
+		})
 	}
 }
 

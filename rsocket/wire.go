@@ -298,13 +298,21 @@ func (r *receiver) advertise() (off, length uint32, ok bool) {
 }
 
 // checkCredits validates a credit limit from an SGL message against the
-// one in force and the messages already sent.
-func checkCredits(limit, cur, sent uint16) error {
-	if int16(limit-cur) < 0 {
-		return fmt.Errorf("%w: credit limit moved back from %d to %d", errProtocol, cur, limit)
-	}
-	if int16(limit-sent) < 0 {
-		return fmt.Errorf("%w: credit limit %d is below the %d messages sent", errProtocol, limit, sent)
+// one in force (cur), the messages already sent and the credits the peer
+// offered in its connection data. The peer's limit is the messages it
+// received plus its credits (librdmacm's rseq_no + rq_size), so a valid
+// limit lies, counted without wrapping, from cur (limits never move back)
+// to sent + credits (it cannot have received more than was sent), where
+// sent is at most cur and at least cur - credits. That range is shorter
+// than 2^16, so the one value in it that the 16-bit limit can stand for
+// decides, for any number of credits up to 65535: the limit lies
+// uint16(limit-cur) past cur, and must not lie past sent + credits.
+func checkCredits(limit, cur, sent, credits uint16) error {
+	ahead := int(limit - cur) // how far the limit moves forward
+	unused := int(cur - sent) // messages cur still allows
+	if ahead+unused > int(credits) {
+		return fmt.Errorf("%w: credit limit %d after %d with %d messages sent: beyond the %d credits the peer offered, or moved back",
+			errProtocol, limit, cur, sent, credits)
 	}
 	return nil
 }

@@ -91,16 +91,108 @@ func TestReceiverBad(t *testing.T) {
 	}
 }
 
-func TestCreditsBad(t *testing.T) {
-	if err := checkCredits(10, 20, 5); !errors.Is(err, errProtocol) {
-		t.Errorf("backwards: %v", err)
+// TestCredits: credit limits as a peer sends them (its messages
+// received plus its credits), for windows of every size up to 65534
+// (Config.RQSize's range), and limits a hostile peer may send.
+func TestCredits(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		limit, cur, sent, credits uint16
+		ok                        bool
+	}{
+		{"first update, nothing received", 384, 384, 0, 384, true},
+		{"first update, all received", 384 + 10, 384, 10, 384, true},
+		{"wrapping limit", 3, 0xFFF0, 0xFFF0, 384, true},
+		{"unchanged", 500, 500, 200, 384, true},
+		{"backwards", 10, 20, 5, 384, false},
+		{"below sent", 10, 5, 12, 384, false},
+		{"one past sent+credits", 200 + 385, 500, 200, 384, false},
+		{"exactly sent+credits", 200 + 384, 500, 200, 384, true},
+		{"exactly sent+credits, wrapping", (0xFFFF + 384) & 0xFFFF, 0xFFFF, 0xFFFF, 384, true},
+		// Windows of 32768 and more: int16 differences would call the
+		// first update (limit = credits) backwards or below sent.
+		{"RQSize 32768, first update", 32768, 32768, 0, 32768, true},
+		{"RQSize 40000, first update", 40000, 40000, 0, 40000, true},
+		{"RQSize 40000, first update after 100", 40100, 40000, 100, 40000, true},
+		{"RQSize 40000, all sent and received", (40000 + 40000) & 0xFFFF, 40000, 40000, 40000, true},
+		{"RQSize 40000, past sent+credits", 40000 + 1, 40000, 0, 40000, false},
+		{"RQSize 40000, backwards by one", 40000 - 1, 40000, 0, 40000, false},
+		{"RQSize 40000, backwards to sent", 0, 40000, 0, 40000, false},
+		{"RQSize 65534, first update", 65534, 65534, 0, 65534, true},
+		{"RQSize 65534, all sent, full new window", (65534 + 65534) & 0xFFFF, 65534, 65534, 65534, true},
+		{"RQSize 65534, backwards by one", 65533, 65534, 0, 65534, false},
+		{"RQSize 65534, past sent+credits", 65535, 65534, 0, 65534, false},
+		{"RQSize 65534, half sent, past sent+credits", (30000 + 65534 + 1) & 0xFFFF, 65534, 30000, 65534, false},
+		{"RQSize 65534, half sent, up to sent+credits", (30000 + 65534) & 0xFFFF, 65534, 30000, 65534, true},
+	} {
+		err := checkCredits(tc.limit, tc.cur, tc.sent, tc.credits)
+		if tc.ok && err != nil || !tc.ok && !errors.Is(err, errProtocol) {
+			t.Errorf("%s: checkCredits(limit %d, cur %d, sent %d, credits %d) = %v, want ok %v",
+				tc.name, tc.limit, tc.cur, tc.sent, tc.credits, err, tc.ok)
+		}
 	}
-	if err := checkCredits(10, 5, 12); !errors.Is(err, errProtocol) {
-		t.Errorf("below sent: %v", err)
+}
+
+// FuzzCredits runs a sender and its peer with a window of any size,
+// counting messages without wrapping: the sender sends while its limit
+// allows, the peer receives and sends limits as librdmacm does (received
+// + credits), which must all pass, and arbitrary limits, which must pass
+// exactly when some count they stand for (modulo 2^16) lies from the
+// current limit to sent + credits.
+func FuzzCredits(f *testing.F) {
+	f.Add(uint16(384), []byte{0x10, 0x50, 0x80, 0x10, 0xC3, 0x90, 0x80})
+	f.Add(uint16(40000), []byte{0x00, 0x80, 0x3F, 0x7F, 0x80, 0xC0, 0x01, 0x02})
+	f.Add(uint16(65534), []byte{0x3F, 0x3F, 0x7F, 0x7F, 0x80, 0x3F, 0xFF, 0xFE, 0x80})
+	f.Add(uint16(16), []byte{0xC0, 0x00, 0x10, 0xC0, 0x00, 0x11, 0xFF, 0xFF, 0xFF})
+	f.Fuzz(func(t *testing.T, credits uint16, ops []byte) { runCredits(t, credits, ops) })
+}
+
+// runCredits is FuzzCredits' run; it returns how many hostile limits
+// passed and failed.
+func runCredits(t testing.TB, credits uint16, ops []byte) (passed, failed int) {
+	if credits == 0 {
+		return // parseConnData refuses 0 credits
 	}
-	if err := checkCredits(3, 0xFFF0, 0xFFF0); err != nil {
-		t.Errorf("wrapping limit: %v", err)
+	var sent, recvd uint64   // messages sent, and received by the peer
+	limit := uint64(credits) // the limit in force
+	for len(ops) > 0 {
+		op := ops[0]
+		ops = ops[1:]
+		k := uint64(op&0x3F) << (op & 0x3F % 4 * 4) // up to ~2^18 messages a step
+		switch op >> 6 {
+		case 0: // the sender sends what its limit allows, up to k
+			sent += min(k, limit-sent)
+		case 1: // the peer receives up to k
+			recvd += min(k, sent-recvd)
+		case 2: // the peer grants credits as librdmacm does
+			l := recvd + uint64(credits)
+			if err := checkCredits(uint16(l), uint16(limit), uint16(sent), credits); err != nil {
+				t.Fatalf("limit %d (received %d + credits %d), in force %d, sent %d: %v", l, recvd, credits, limit, sent, err)
+			}
+			limit = l
+		case 3: // a hostile limit: the next two bytes
+			if len(ops) < 2 {
+				return
+			}
+			v := binary.BigEndian.Uint16(ops)
+			ops = ops[2:]
+			// the count from limit on that v stands for
+			l := limit + uint64(v-uint16(limit))
+			want := l <= sent+uint64(credits)
+			err := checkCredits(v, uint16(limit), uint16(sent), credits)
+			if want && err != nil || !want && !errors.Is(err, errProtocol) {
+				t.Fatalf("limit %d (count %d), in force %d, sent %d, credits %d: %v, want ok %v", v, l, limit, sent, credits, err, want)
+			}
+			if want {
+				passed++
+				limit = l
+				recvd = max(recvd, l-uint64(credits)) // what the peer claims to have received
+			} else {
+				failed++
+			}
+		}
 	}
+	return
 }
 
 // TestReceiverRing fills and drains the ring across its wraparound.
