@@ -428,3 +428,32 @@ func TestCreateIDDuringChannelClose(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinRacesClose: a Close that runs while JOIN_MCAST is in flight
+// leaves the group with its DESTROY_ID; JoinMulticast then fails with
+// ErrClosed and sends no LEAVE_MCAST of its own (its handle may be
+// another membership's by then).
+func TestJoinRacesClose(t *testing.T) {
+	f := newFakeCM(t)
+	id, err := f.ch.CreateID(PortSpaceUDP, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.frames(t)
+	f.afterNext(func() { id.Close() }) // right after JOIN_MCAST is written
+	mc, err := id.JoinMulticast(context.Background(), netip.MustParseAddr("239.1.1.1"), false)
+	if !errors.Is(err, uverbs.ErrClosed) || mc != nil {
+		t.Fatalf("JoinMulticast with Close during JOIN_MCAST: %v, %v; want ErrClosed", mc, err)
+	}
+	for _, fr := range f.frames(t) {
+		if fr.cmd == abi.UCMCmdLeaveMcast {
+			t.Errorf("LEAVE_MCAST sent after Close had destroyed the ID")
+		}
+	}
+	id.mu.Lock()
+	n := len(id.mcs)
+	id.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the closed ID lists %d memberships", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,7 @@ type Multicast struct {
 	group    netip.Addr
 	sendOnly bool
 	ud       UDParam
-	attached bool
+	attached atomic.Bool // set by JoinMulticast, read by a Close that may run meanwhile
 }
 
 // JoinMulticast joins the multicast group (an IPv4 group on RoCE v2) on a
@@ -70,6 +71,15 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 		return nil, addrErr(op, group, err)
 	}
 	id.mu.Lock()
+	if id.closed {
+		// Close ran meanwhile; its DESTROY_ID leaves every group of the
+		// ID in the kernel, this one too.
+		id.mu.Unlock()
+		uids.Lock()
+		delete(uids.mcs, mc.uid)
+		uids.Unlock()
+		return nil, errClosed(op)
+	}
 	id.mcs = append(id.mcs, mc)
 	id.mu.Unlock()
 	ev, err := id.next(ctx, op, func(ev Event) bool {
@@ -82,7 +92,7 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 		mc.ud = *ev.UD
 		if qp := id.QP(); qp != nil && !sendOnly {
 			if err = qp.AttachMulticast(mc.ud.AH.GRH.DGID, mc.ud.AH.DLID); err == nil {
-				mc.attached = true
+				mc.attached.Store(true)
 			} else {
 				err = fmt.Errorf("rdmacm: %s %v: attach QP %d: %w", op, group, qp.QPN(), err)
 			}
@@ -131,7 +141,7 @@ func (mc *Multicast) Leave() error {
 // ID's memberships.
 func (mc *Multicast) leave(qp *uverbs.QP) error {
 	var errs []error
-	if mc.attached && qp != nil {
+	if mc.attached.Load() && qp != nil {
 		if err := qp.DetachMulticast(mc.ud.AH.GRH.DGID, mc.ud.AH.DLID); err != nil && !errors.Is(err, uverbs.ErrDeviceRemoved) {
 			errs = append(errs, fmt.Errorf("rdmacm: leave multicast %v: detach: %w", mc.group, err))
 		}
