@@ -31,6 +31,7 @@ type AH struct {
 // global (IsGlobal with a DGID and SGIDIndex); the kernel resolves the
 // destination MAC.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: create_ah: %w", err)
 	}
@@ -85,7 +86,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		destroyAH(c, ah.handle)
 		return nil, err
 	}
-	runtime.AddCleanup(ah, func(a destroyArgs) { a.run() }, destroyArgs{c, ah.ref, destroyAH, ah.handle})
+	runtime.AddCleanup(ah, func(a destroyArgs) { a.run() }, destroyArgs{c, ah.ref, destroyAH, ah.handle, ah.pd})
 	return ah, nil
 }
 
@@ -126,6 +127,7 @@ func (qp *QP) DetachMulticast(gid GID, lid uint16) error {
 }
 
 func (qp *QP) mcast(verb string, cmd uint32, gid GID, lid uint16) error {
+	defer runtime.KeepAlive(qp) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := qp.use(); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", verb, err)
 	}

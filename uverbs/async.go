@@ -59,10 +59,11 @@ type AsyncEvent struct {
 	Type AsyncEventType
 	// Port is set for port events.
 	Port uint8
-	// CQ is set for CQ events, QP for QP events (nil if the object is
-	// gone).
-	CQ *CQ
-	QP *QP
+	// CQ is set for CQ events, QP for QP events, SRQ for SRQ events
+	// (EventSRQErr, EventSRQLimitReached); nil if the object is gone.
+	CQ  *CQ
+	QP  *QP
+	SRQ *SRQ
 	// Element is the kernel's raw element: the object's user handle, or
 	// the port number.
 	Element uint64
@@ -97,6 +98,8 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
 		EventPathMigErr, EventQPLastWQEReached:
 		ev.QP = c.qps.load(desc.Element)
+	case EventSRQErr, EventSRQLimitReached:
+		ev.SRQ = c.srqs.load(desc.Element)
 	case EventDeviceFatal:
 		// The kernel has disassociated the context (or the device
 		// failed): nothing of it works any more.

@@ -168,6 +168,7 @@ type Context struct {
 	nextID atomic.Uint64 // user handles of CQs, QPs and SRQs
 	cqs    registry[CQ]  // user handle -> CQ, for completion and async events
 	qps    registry[QP]  // user handle -> QP, for async events
+	srqs   registry[SRQ] // user handle -> SRQ, for async events
 
 	closeOnce sync.Once
 	closeErr  error
@@ -184,24 +185,25 @@ type Context struct {
 	relMu       sync.Mutex
 	devReleased bool
 
-	// kept holds the memory of dropped MRs whose deregistration the kernel
-	// refused, until closing the context frees them.
+	// kept lets go of what dropped objects whose destroy the kernel
+	// refused still hold (an MR's memory, a queue's ring), once closing
+	// the context has freed them.
 	keptMu   sync.Mutex
-	kept     []*mrRef
+	kept     []func()
 	keptDone bool // the file is closed: nothing more is kept
 }
 
-// keepUntilClose holds r's memory until the context's file is closed, or
-// lets go of it now if it is.
-func (c *Context) keepUntilClose(r *mrRef) {
+// keepUntilClose runs letGo once the context's file is closed, or now if
+// it is.
+func (c *Context) keepUntilClose(letGo func()) {
 	c.keptMu.Lock()
 	if !c.keptDone {
-		c.kept = append(c.kept, r)
-		r = nil
+		c.kept = append(c.kept, letGo)
+		letGo = nil
 	}
 	c.keptMu.Unlock()
-	if r != nil {
-		r.letGo()
+	if letGo != nil {
+		letGo()
 	}
 }
 
@@ -399,8 +401,8 @@ func (c *Context) release() error {
 	kept := c.kept
 	c.kept, c.keptDone = nil, true
 	c.keptMu.Unlock()
-	for _, r := range kept {
-		r.letGo()
+	for _, letGo := range kept {
+		letGo()
 	}
 	return err
 }

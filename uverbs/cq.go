@@ -50,7 +50,19 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	ch := &CompChannel{ctx: c, file: f, id: c.nextID.Add(1), waker: eventWaker{rc: rawConn(f)}}
+	// Listed under relMu, so that a removal or Close that released the
+	// device meanwhile (and drained the list) does not miss it.
+	c.relMu.Lock()
+	if c.devReleased {
+		c.relMu.Unlock()
+		f.Close()
+		if err := c.check(); err != nil {
+			return nil, err
+		}
+		return nil, ErrClosed
+	}
 	c.chans.store(ch.id, ch)
+	c.relMu.Unlock()
 	return ch, nil
 }
 
@@ -71,8 +83,17 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	if closed {
 		return nil, fmt.Errorf("uverbs: get_cq_event: completion channel: %w", ErrClosed)
 	}
+	return ch.wait(ctx, nil)
+}
+
+// wait is Wait that also gives up once stopped reports true (CQ.Wait: its
+// CQ closed).
+func (ch *CompChannel) wait(ctx context.Context, stopped func() bool) (*CQ, error) {
 	var desc abi.CompEventDesc
-	if err := readEvent(ctx, ch.file, &ch.waker, &desc); err != nil {
+	if err := readEventUntil(ctx, ch.file, &ch.waker, &desc, stopped); err != nil {
+		if errors.Is(err, errStopped) {
+			return nil, fmt.Errorf("uverbs: get_cq_event: %w", ErrClosed)
+		}
 		return nil, ch.ctx.removedErr(fmt.Errorf("uverbs: get_cq_event: %w", err))
 	}
 	cq := ch.ctx.lookupCQ(desc.CQHandle)
@@ -402,7 +423,8 @@ func (cq *CQ) Resize(cqe int) error {
 // The CQ needs a completion channel of its own (CQOptions.Channel, shared
 // with no other CQ): events of another CQ would be taken from it. Calls on
 // one CQ take turns; do not mix Wait with CompChannel.Wait on its channel.
-// Poll stays the way to busy-poll.
+// Poll stays the way to busy-poll. A Close of the CQ from another
+// goroutine ends a Wait blocked on it with an error matching ErrClosed.
 func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 	if cq == nil {
 		return 0, errNilCQ
@@ -438,7 +460,7 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 			// later is taken (and acknowledged) by the next Wait.
 			return n, err
 		}
-		got, err := ch.Wait(ctx)
+		got, err := ch.wait(ctx, cq.isClosed)
 		if err != nil {
 			return 0, fmt.Errorf("uverbs: CQ.Wait: %w", err)
 		}
@@ -459,7 +481,8 @@ func (cq *CQ) AckEvents(n int) {
 // Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use
 // it. Events returned by Wait but not acknowledged are reported as an
 // error after the CQ is destroyed, since rdma-core would block forever on
-// them. Closing twice is a no-op.
+// them. A Wait blocked on the CQ returns ErrClosed. Closing twice is a
+// no-op.
 func (cq *CQ) Close() error {
 	if cq == nil {
 		return nil
@@ -475,14 +498,23 @@ func (cq *CQ) Close() error {
 	}
 	cq.closed = true
 	c.cqs.remove(cq.id)
-	if cq.channel != nil {
-		cq.channel.detach()
+	if ch := cq.channel; ch != nil {
+		ch.detach()
+		// A CQ.Wait blocked on the channel (which no other CQ shares)
+		// finds the CQ closed; no event can come for it any more.
+		ch.waker.kick(ch.file)
 	}
 	err := cq.prov.Destroyed()
 	if got, acked := cq.eventsGot.Load(), cq.eventsAck.Load(); got != acked {
 		err = errors.Join(err, fmt.Errorf("uverbs: destroy_cq: %d completion event(s) received but %d acknowledged", got, acked))
 	}
 	return err
+}
+
+func (cq *CQ) isClosed() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.closed
 }
 
 func (cq *CQ) use() error {
@@ -531,8 +563,16 @@ func (a cqCleanup) run() {
 		return // closed explicitly
 	}
 	if !a.ctx.isClosed() {
-		destroyCQ(a.ctx, a.handle)
+		if _, err := destroyCQ(a.ctx, a.handle); err != nil && !a.ctx.isClosed() {
+			// Still in the kernel, which may still write its ring.
+			a.ctx.keepUntilClose(a.letGo)
+			return
+		}
 	}
+	a.letGo()
+}
+
+func (a cqCleanup) letGo() {
 	a.prov.Destroyed()
 	if a.channel != nil {
 		a.channel.detach()

@@ -31,6 +31,16 @@ func eventFile(fd int, name string) (*os.File, error) {
 // through the file's read deadline, which w moves into the past when ctx
 // ends.
 func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) error {
+	return readEventUntil(ctx, f, w, v, nil)
+}
+
+// errStopped is readEventUntil's error when stopped reported true.
+var errStopped = errors.New("the wait was stopped")
+
+// readEventUntil is readEvent that also gives up, with errStopped, once
+// stopped (nil: never) reports true: whoever makes it true then calls the
+// waker's kick, which wakes a read in progress.
+func readEventUntil[T any](ctx context.Context, f *os.File, w *eventWaker, v *T, stopped func() bool) error {
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 	dl, _ := ctx.Deadline()
 	w.watch(ctx, f)
@@ -42,6 +52,9 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 		// it into the past, one before would have been overwritten.
 		if ended(ctx) {
 			return ctx.Err()
+		}
+		if stopped != nil && stopped() {
+			return errStopped
 		}
 		n, err := w.read(f, buf)
 		if err == nil {
@@ -55,6 +68,9 @@ func readEvent[T any](ctx context.Context, f *os.File, w *eventWaker, v *T) erro
 		}
 		if ended(ctx) {
 			return ctx.Err()
+		}
+		if stopped != nil && stopped() {
+			return errStopped
 		}
 		// The read deadline is ctx's own; its timer may not have fired yet.
 		now := time.Now()
@@ -251,6 +267,14 @@ func (w *eventWaker) watch(ctx context.Context, f *os.File) {
 		defer w.mu.Unlock()
 		w.applyLocked(time.Unix(1, 0), f)
 	})
+}
+
+// kick wakes a read in progress, as a past deadline does; the reader
+// finds why (readEventUntil's stopped) or waits again.
+func (w *eventWaker) kick(f *os.File) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.applyLocked(time.Unix(1, 0), f)
 }
 
 // close drops the registration, so that a closed file is not kept

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -249,6 +250,55 @@ func TestCleanupBackstop(t *testing.T) {
 	}
 }
 
+// TestCleanupBackstopTree: objects dropped together become unreachable in
+// the same cycle, and Go runs their cleanups in any order; each keeps its
+// parents reachable until it has run, so that no parent's destroy comes
+// first and is refused (EBUSY) while a child still uses it. A PD with a
+// QP, an SRQ, an MR and an MW (where the device has them), and two CQs,
+// all dropped: every one leaves the kernel.
+func TestCleanupBackstopTree(t *testing.T) {
+	requireVM(t)
+	before := settledResources(t)
+	c := openRXE(t, TransportAuto)
+	func() {
+		pd, err := c.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		scq, err := c.CreateCQ(8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcq, err := c.CreateCQ(8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srq, err := pd.CreateSRQ(SRQAttr{MaxWr: 8, MaxSGE: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: scq, RecvCQ: rcq, SRQ: srq,
+			Cap: QPCap{MaxSendWr: 8, MaxSendSGE: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pd.RegisterPinned(make([]byte, 4096), AccessLocalWrite); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pd.AllocMW(MWType2); err != nil && !errors.Is(err, ErrNotSupported) {
+			t.Fatal(err)
+		}
+	}()
+	kinds := []string{"pd", "cq", "qp", "mr", "srq"}
+	for range 100 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		if noMore(resources(t), before, kinds...) {
+			return
+		}
+	}
+	t.Errorf("dropped PD, CQs, SRQ, QP and MR still in the kernel: before %v, now %v", before, resources(t))
+}
+
 // noMore reports whether no kind of object (of kinds, or of any kind) is
 // more numerous in now than in before. Objects other tests of the binary
 // forgot may be released by their cleanups at any moment, so counts can
@@ -280,4 +330,38 @@ func settledResources(t *testing.T) map[string]int {
 		r = n
 	}
 	return r
+}
+
+// TestCloseEndsCQWait: a Close of the CQ from another goroutine ends a
+// CQ.Wait blocked on it (no event can come for a destroyed CQ, and no other
+// CQ shares its channel) with ErrClosed.
+func TestCloseEndsCQWait(t *testing.T) {
+	requireVM(t)
+	c := openRXE(t, TransportAuto)
+	ch, err := c.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	cq, err := c.CreateCQ(4, &CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cq.Wait(context.Background(), make([]WC, 1))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // parked in the channel's read
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("CQ.Wait ended by Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("CQ.Wait still blocked 5 s after its CQ was closed")
+	}
 }

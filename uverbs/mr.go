@@ -102,24 +102,26 @@ type mrCleanup struct {
 	ctx    *Context
 	ref    *mrRef
 	handle uint32
+	pd     *PD // kept: see parents
 }
 
 func (a mrCleanup) run() {
 	if !a.ref.finish() {
 		return
 	}
-	if !a.ctx.isClosed() {
-		if err := destroyMR(a.ctx, a.handle); err != nil && !a.ctx.isClosed() {
-			a.ctx.keepUntilClose(a.ref)
-			return
-		}
+	// A context that is closing frees the MR when its file closes, which
+	// may not have happened yet: until then the device may still write to
+	// the memory, so it is let go of then (at once if the file is closed).
+	if a.ctx.isClosed() || destroyMR(a.ctx, a.handle) != nil {
+		a.ctx.keepUntilClose(a.ref.letGo)
+		return
 	}
 	a.ref.letGo()
 }
 
 // addMRCleanup arms the cleanup of an MR the program may drop.
 func addMRCleanup(mr *MR) {
-	runtime.AddCleanup(mr, func(a mrCleanup) { a.run() }, mrCleanup{mr.pd.ctx, mr.ref, mr.handle})
+	runtime.AddCleanup(mr, func(a mrCleanup) { a.run() }, mrCleanup{mr.pd.ctx, mr.ref, mr.handle, mr.pd})
 }
 
 // RegisterBuffer registers length bytes of b from offset off. The device
@@ -199,6 +201,7 @@ func (c *Context) sentAccess(access Access) Access {
 // register sends REG_MR; ref holds what the registration holds, which the
 // caller lets go of itself if register fails.
 func (pd *PD) register(mem []byte, iova uint64, access Access, ref *mrRef) (*MR, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := checkMRAccess("reg_mr", access); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ type MW struct {
 
 // AllocMW allocates a memory window of the given type.
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: alloc_mw: %w", err)
 	}
@@ -54,7 +55,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	mw := &MW{pd: pd, handle: resp.MWHandle, rkey: resp.Rkey, typ: typ, ref: &cleanupRef{}}
-	runtime.AddCleanup(mw, func(a destroyArgs) { a.run() }, destroyArgs{c, mw.ref, destroyMW, mw.handle})
+	runtime.AddCleanup(mw, func(a destroyArgs) { a.run() }, destroyArgs{c, mw.ref, destroyMW, mw.handle, pd})
 	return mw, nil
 }
 
@@ -204,6 +205,7 @@ func (mr *MR) rereg(req *abi.ReregMR) (abi.ReregMRResp, error) {
 // memory exported by its driver). Kernels and providers without dma-buf
 // support (rxe) give an error matching ErrNotSupported.
 func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access) (*MR, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: reg_dmabuf_mr: %w", err)
 	}

@@ -50,7 +50,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	pd := &PD{ctx: c, handle: resp.PDHandle, ref: &cleanupRef{}}
 	// A PD the program forgot is destroyed when it becomes unreachable.
-	runtime.AddCleanup(pd, func(a destroyArgs) { a.run() }, destroyArgs{c, pd.ref, destroyPD, resp.PDHandle})
+	runtime.AddCleanup(pd, func(a destroyArgs) { a.run() }, destroyArgs{c, pd.ref, destroyPD, resp.PDHandle, nil})
 	return pd, nil
 }
 
@@ -100,6 +100,20 @@ type destroyArgs struct {
 	ref     *cleanupRef
 	destroy func(*Context, uint32) error
 	handle  uint32
+	pd      *PD // the object's PD (MW, AH), kept: see parents
+}
+
+// parents keeps a forgotten object's parents (its PD, CQs, SRQ, domain)
+// reachable until its own cleanup has run: objects dropped together become
+// unreachable in the same cycle, and their cleanups run in any order, so
+// a parent's could otherwise come first and be refused (EBUSY: the child
+// still uses it), leaving it in the kernel until the context closes.
+type parents struct {
+	pd     *PD
+	cq     *CQ // an XRC SRQ's CQ, a QP's send CQ
+	recvCQ *CQ
+	srq    *SRQ
+	xrcd   *XRCD
 }
 
 func (a destroyArgs) run() {

@@ -196,6 +196,7 @@ func (x *XRCD) CreateQP(attr QPInitAttr) (*QP, error) {
 }
 
 func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	c := pd.ctx
 	pc, ok := c.pctx.(provider.QPContext)
 	if !ok {
@@ -236,7 +237,7 @@ func (pd *PD) newQP(attr QPInitAttr, xrcd *XRCD) (*QP, error) {
 	c.qps.store(qp.id, qp)
 	qp.send, _ = pqp.(provider.Sender)
 	qp.recv, _ = pqp.(provider.Receiver)
-	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, qp.id, pqp})
+	runtime.AddCleanup(qp, func(a qpCleanup) { a.run() }, qpCleanup{c, qp.ref, qp.handle, qp.id, pqp, parents{pd: qp.pd, cq: qp.sendCQ, recvCQ: qp.recvCQ, srq: qp.srq, xrcd: qp.xrcd}})
 	return qp, nil
 }
 
@@ -400,6 +401,7 @@ type qpCleanup struct {
 	handle uint32
 	id     uint64
 	prov   provider.QP
+	parents
 }
 
 func (a qpCleanup) run() {
@@ -408,7 +410,12 @@ func (a qpCleanup) run() {
 	}
 	a.ctx.qps.remove(a.id)
 	if !a.ctx.isClosed() {
-		destroyQP(a.ctx, a.handle)
+		if err := destroyQP(a.ctx, a.handle); err != nil && !a.ctx.isClosed() {
+			// Still in the kernel, which may still use its queues: they
+			// stay until the context closes.
+			a.ctx.keepUntilClose(func() { a.prov.Destroyed() })
+			return
+		}
 	}
 	a.prov.Destroyed()
 }

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -293,6 +294,7 @@ func fromQPDest(d *abi.QPDest) AHAttr {
 // modify sends MODIFY_QP, copying only the selected fields as rdma-core
 // does (copy_modify_qp_fields), so the bytes match libibverbs'.
 func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
+	defer runtime.KeepAlive(qp) // reachable until the command is done, so no cleanup destroys it meanwhile
 	// The command's bytes go to the kernel, so they cannot live on the
 	// stack: pooled, not allocated for every modify.
 	m := modifyPool.Get().(*abi.ModifyQP)

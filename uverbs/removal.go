@@ -216,7 +216,15 @@ func (c *Context) watchRemoval() error {
 	if err != nil {
 		return nil
 	}
+	// The watcher may release the context (a removal) from now on; it
+	// reads watchID under relMu.
+	c.relMu.Lock()
 	c.watchID = id
+	released := c.devReleased
+	c.relMu.Unlock()
+	if released {
+		removalWatch.remove(id)
+	}
 	// A context the program forgot stops being watched when collected (its
 	// files close with their own cleanups), so the socket closes too.
 	runtime.AddCleanup(c, func(id uint64) { removalWatch.remove(id) }, id)

@@ -23,6 +23,7 @@ type SRQ struct {
 	maxSGE uint32
 	srqn   uint32
 	prov   provider.SRQ
+	id     uint64 // user handle: what async events name it by
 
 	mu     sync.Mutex
 	closed bool
@@ -72,6 +73,7 @@ func (pd *PD) CreateXRCSRQ(xrcd *XRCD, cq *CQ, attr SRQAttr) (*SRQ, error) {
 }
 
 func (pd *PD) createSRQ(verb string, attr SRQAttr, xrcd *XRCD, cq *CQ) (*SRQ, error) {
+	defer runtime.KeepAlive(pd) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := pd.use(); err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", verb, err)
 	}
@@ -97,6 +99,7 @@ func (pd *PD) createSRQ(verb string, attr SRQAttr, xrcd *XRCD, cq *CQ) (*SRQ, er
 	}
 	s := &SRQ{pd: pd, xrcd: xrcd, cq: cq, prov: ps, ref: &cleanupRef{}}
 	id := c.nextID.Add(1)
+	s.id = id
 	drvIn, drvOut := ps.CreateData()
 	var respMaxWr, respMaxSGE, respSRQN uint32
 	q := transport.NewIoctl(abi.ObjectSRQ, abi.MethodSRQCreate)
@@ -159,7 +162,8 @@ func (pd *PD) createSRQ(verb string, attr SRQAttr, xrcd *XRCD, cq *CQ) (*SRQ, er
 		ps.Destroyed()
 		return nil, err
 	}
-	runtime.AddCleanup(s, func(a srqCleanup) { a.run() }, srqCleanup{c, s.ref, s.handle, ps})
+	c.srqs.store(id, s)
+	runtime.AddCleanup(s, func(a srqCleanup) { a.run() }, srqCleanup{c, s.ref, s.handle, id, ps, parents{pd: s.pd, cq: s.cq, xrcd: s.xrcd}})
 	return s, nil
 }
 
@@ -222,6 +226,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask int) error {
 
 // Query returns the SRQ's attributes from the kernel.
 func (s *SRQ) Query() (SRQAttr, error) {
+	defer runtime.KeepAlive(s) // reachable until the command is done, so no cleanup destroys it meanwhile
 	if err := s.use(); err != nil {
 		return SRQAttr{}, fmt.Errorf("uverbs: query_srq: %w", err)
 	}
@@ -253,6 +258,7 @@ func (s *SRQ) Close() error {
 	}
 	s.closed = true
 	s.ref.finish()
+	c.srqs.remove(s.id)
 	return s.prov.Destroyed()
 }
 
@@ -287,15 +293,21 @@ type srqCleanup struct {
 	ctx    *Context
 	ref    *cleanupRef
 	handle uint32
+	id     uint64
 	prov   provider.SRQ
+	parents
 }
 
 func (a srqCleanup) run() {
 	if !a.ref.finish() {
 		return
 	}
+	a.ctx.srqs.remove(a.id)
 	if !a.ctx.isClosed() {
-		destroySRQ(a.ctx, a.handle)
+		if err := destroySRQ(a.ctx, a.handle); err != nil && !a.ctx.isClosed() {
+			a.ctx.keepUntilClose(func() { a.prov.Destroyed() })
+			return
+		}
 	}
 	a.prov.Destroyed()
 }

@@ -390,6 +390,9 @@ func TestSRQSharedByTwoQPs(t *testing.T) {
 			t.Fatalf("no SRQ limit event: %v", err)
 		}
 		if ev.Type == EventSRQLimitReached {
+			if ev.SRQ != srq {
+				t.Errorf("EventSRQLimitReached names SRQ %p, want %p (the SRQ armed)", ev.SRQ, srq)
+			}
 			break
 		}
 		t.Logf("async event %v", ev.Type)
