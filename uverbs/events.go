@@ -104,6 +104,10 @@ type eventWaker struct {
 	wctx  context.Context // the context of the last wait
 	wctDL time.Time       // its deadline
 
+	// closed: the file is closing; no registration is made any more, so
+	// that a wait racing with close leaves none on a context that lives on.
+	closed bool
+
 	// applied is the file's read deadline as last set (zero, none, is
 	// how a new file starts), so that a wait whose deadline did not
 	// change (most waits: none before, none now) skips setting it again,
@@ -255,6 +259,9 @@ func (w *eventWaker) watch(ctx context.Context, f *os.File) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return // a wait racing with Close: the read fails on the closed file
+	}
 	if w.stop != nil && sameContext(w.ctx, ctx) {
 		return
 	}
@@ -287,6 +294,7 @@ func (w *eventWaker) close() {
 	}
 	w.ctx, w.stop = nil, nil
 	w.wctx = nil
+	w.closed = true
 }
 
 // sameContext reports whether a and b are the same context; one of a type

@@ -170,3 +170,20 @@ func TestEventRead(t *testing.T) {
 		t.Fatal("closing the file did not wake the read")
 	}
 }
+
+// TestEventWakerClosed: a wait that starts after the waker's close (a Wait
+// racing with Close) registers nothing on its context, which may live on
+// and would keep the closed file reachable.
+func TestEventWakerClosed(t *testing.T) {
+	r, _, wk := pipeWaker(t)
+	wk.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wk.watch(ctx, r)
+	wk.mu.Lock()
+	registered := wk.stop != nil
+	wk.mu.Unlock()
+	if registered {
+		t.Error("a closed waker registered on a context")
+	}
+}
