@@ -65,9 +65,7 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 	mc.handle = resp.ID
 	keepAlive(resp)
 	if err != nil {
-		uids.Lock()
-		delete(uids.mcs, mc.uid)
-		uids.Unlock()
+		forgetMembership(mc.uid)
 		return nil, addrErr(op, group, err)
 	}
 	id.mu.Lock()
@@ -75,9 +73,7 @@ func (id *ID) JoinMulticast(ctx context.Context, group netip.Addr, sendOnly bool
 		// Close ran meanwhile; its DESTROY_ID leaves every group of the
 		// ID in the kernel, this one too.
 		id.mu.Unlock()
-		uids.Lock()
-		delete(uids.mcs, mc.uid)
-		uids.Unlock()
+		forgetMembership(mc.uid)
 		return nil, errClosed(op)
 	}
 	id.mcs = append(id.mcs, mc)
@@ -153,8 +149,13 @@ func (mc *Multicast) leave(qp *uverbs.QP) error {
 	if err != nil && !errors.Is(err, uverbs.ErrClosed) {
 		errs = append(errs, cmdErr("leave multicast", err))
 	}
-	uids.Lock()
-	delete(uids.mcs, mc.uid)
-	uids.Unlock()
+	forgetMembership(mc.uid)
 	return errors.Join(errs...)
+}
+
+// forgetMembership stops delivering events for the membership uid.
+func forgetMembership(uid uint64) {
+	uids.Lock()
+	delete(uids.mcs, uid)
+	uids.Unlock()
 }

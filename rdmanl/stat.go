@@ -53,7 +53,8 @@ func (c *Conn) PortCounters(ctx context.Context, devIndex, port uint32) (PortCou
 	got := false
 	attrs := nl.AppendU32Attr(nil, nl.RDMA_NLDEV_ATTR_DEV_INDEX, devIndex)
 	attrs = nl.AppendU32Attr(attrs, nl.RDMA_NLDEV_ATTR_PORT_INDEX, port)
-	err := c.do(ctx, fmt.Sprintf("get counters of index %d port %d", devIndex, port), nl.RDMA_NLDEV_CMD_STAT_GET, false, attrs, func(a nl.Attrs) error {
+	op := fmt.Sprintf("get counters of index %d port %d", devIndex, port)
+	err := c.do(ctx, op, nl.RDMA_NLDEV_CMD_STAT_GET, false, attrs, func(a nl.Attrs) error {
 		var err error
 		if pc.DevIndex, pc.DevName, err = handle(a); err != nil {
 			return err
@@ -73,8 +74,7 @@ func (c *Conn) PortCounters(ctx context.Context, devIndex, port uint32) (PortCou
 			// not there and for a port without hardware counters
 			// (stat_get_doit_default_counter); the port tells which.
 			if _, perr := c.Port(ctx, devIndex, port); perr == nil {
-				return PortCounters{}, &Error{Op: fmt.Sprintf("get counters of index %d port %d", devIndex, port),
-					Kind: ErrNotSupported, Err: err}
+				return PortCounters{}, &Error{Op: op, Kind: ErrNotSupported, Err: err}
 			}
 		}
 		return PortCounters{}, notFound(err, fmt.Sprintf("index %d port %d", devIndex, port))

@@ -86,7 +86,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		destroyAH(c, ah.handle)
 		return nil, err
 	}
-	runtime.AddCleanup(ah, func(a destroyArgs) { a.run() }, destroyArgs{c, ah.ref, destroyAH, ah.handle, ah.pd})
+	runtime.AddCleanup(ah, func(a destroyArgs) { a.run() }, destroyArgs{c, ah.ref, destroyAH, ah.handle, parents{pd: ah.pd}})
 	return ah, nil
 }
 

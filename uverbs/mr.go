@@ -99,10 +99,10 @@ func (r *mrRef) letGo() {
 // device may still write to the memory), the memory stays held until the
 // context closes, which frees the MR.
 type mrCleanup struct {
-	ctx    *Context
-	ref    *mrRef
-	handle uint32
-	pd     *PD // kept: see parents
+	ctx     *Context
+	ref     *mrRef
+	handle  uint32
+	parents // the MR's PD
 }
 
 func (a mrCleanup) run() {
@@ -121,7 +121,7 @@ func (a mrCleanup) run() {
 
 // addMRCleanup arms the cleanup of an MR the program may drop.
 func addMRCleanup(mr *MR) {
-	runtime.AddCleanup(mr, func(a mrCleanup) { a.run() }, mrCleanup{mr.pd.ctx, mr.ref, mr.handle, mr.pd})
+	runtime.AddCleanup(mr, func(a mrCleanup) { a.run() }, mrCleanup{mr.pd.ctx, mr.ref, mr.handle, parents{pd: mr.pd}})
 }
 
 // RegisterBuffer registers length bytes of b from offset off. The device

@@ -55,7 +55,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	mw := &MW{pd: pd, handle: resp.MWHandle, rkey: resp.Rkey, typ: typ, ref: &cleanupRef{}}
-	runtime.AddCleanup(mw, func(a destroyArgs) { a.run() }, destroyArgs{c, mw.ref, destroyMW, mw.handle, pd})
+	runtime.AddCleanup(mw, func(a destroyArgs) { a.run() }, destroyArgs{c, mw.ref, destroyMW, mw.handle, parents{pd: pd}})
 	return mw, nil
 }
 

@@ -50,7 +50,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	pd := &PD{ctx: c, handle: resp.PDHandle, ref: &cleanupRef{}}
 	// A PD the program forgot is destroyed when it becomes unreachable.
-	runtime.AddCleanup(pd, func(a destroyArgs) { a.run() }, destroyArgs{c, pd.ref, destroyPD, resp.PDHandle, nil})
+	runtime.AddCleanup(pd, func(a destroyArgs) { a.run() }, destroyArgs{c, pd.ref, destroyPD, resp.PDHandle, parents{}})
 	return pd, nil
 }
 
@@ -100,7 +100,7 @@ type destroyArgs struct {
 	ref     *cleanupRef
 	destroy func(*Context, uint32) error
 	handle  uint32
-	pd      *PD // the object's PD (MW, AH), kept: see parents
+	parents // an MW's or AH's PD
 }
 
 // parents keeps a forgotten object's parents (its PD, CQs, SRQ, domain)

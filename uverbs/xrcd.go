@@ -71,7 +71,7 @@ func (c *Context) OpenXRCD(init XRCDInit) (*XRCD, error) {
 		return nil, err
 	}
 	x := &XRCD{ctx: c, handle: resp.XRCDHandle, ref: &cleanupRef{}}
-	runtime.AddCleanup(x, func(a destroyArgs) { a.run() }, destroyArgs{c, x.ref, closeXRCD, resp.XRCDHandle, nil})
+	runtime.AddCleanup(x, func(a destroyArgs) { a.run() }, destroyArgs{c, x.ref, closeXRCD, resp.XRCDHandle, parents{}})
 	return x, nil
 }
 
